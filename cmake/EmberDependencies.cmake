@@ -1,0 +1,48 @@
+# Finds ember's dependencies on both kinds of machine: the CUDA toolkit's
+# own tree (/usr/local/cuda, where cuDNN and NCCL may sit beside it) and
+# Debian/Ubuntu's system paths (/usr/include, /usr/lib/x86_64-linux-gnu).
+# A missing dependency stops configuration with its name and the package
+# that provides it.
+set(THREADS_PREFER_PTHREAD_FLAG ON)
+find_package(Threads REQUIRED)
+
+find_package(Eigen3 3.3 CONFIG QUIET)
+if(NOT TARGET Eigen3::Eigen)
+  message(FATAL_ERROR "ember: Eigen3 (CPU math) not found. Install it: apt-get install libeigen3-dev")
+endif()
+
+if(EMBER_WITH_CUDA)
+  find_package(CUDAToolkit REQUIRED)
+  set(EMBER_CUDA_HINTS ${CUDAToolkit_LIBRARY_ROOT} /usr/local/cuda /usr)
+  find_path(EMBER_CUDNN_INCLUDE cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS} PATHS ${EMBER_CUDA_HINTS} PATH_SUFFIXES include)
+  find_library(EMBER_CUDNN_LIBRARY cudnn HINTS ${CUDAToolkit_LIBRARY_DIR} PATHS ${EMBER_CUDA_HINTS}
+    PATH_SUFFIXES lib64 lib lib/x86_64-linux-gnu)
+  if(NOT EMBER_CUDNN_INCLUDE OR NOT EMBER_CUDNN_LIBRARY)
+    message(FATAL_ERROR "ember: cuDNN not found (cudnn.h: ${EMBER_CUDNN_INCLUDE}, libcudnn: ${EMBER_CUDNN_LIBRARY}). "
+      "Install cuDNN 9 (e.g. apt-get install cudnn9-cuda-13) or configure with -DEMBER_WITH_CUDA=OFF")
+  endif()
+  add_library(ember_cudnn INTERFACE)
+  target_include_directories(ember_cudnn INTERFACE ${EMBER_CUDNN_INCLUDE})
+  target_link_libraries(ember_cudnn INTERFACE ${EMBER_CUDNN_LIBRARY})
+
+  find_path(EMBER_NCCL_INCLUDE nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} PATHS ${EMBER_CUDA_HINTS} PATH_SUFFIXES include)
+  find_library(EMBER_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} PATHS ${EMBER_CUDA_HINTS}
+    PATH_SUFFIXES lib64 lib lib/x86_64-linux-gnu)
+  if(NOT EMBER_NCCL_INCLUDE OR NOT EMBER_NCCL_LIBRARY)
+    message(FATAL_ERROR "ember: NCCL not found (nccl.h: ${EMBER_NCCL_INCLUDE}, libnccl: ${EMBER_NCCL_LIBRARY}). "
+      "Install NCCL 2 (e.g. apt-get install libnccl-dev) or configure with -DEMBER_WITH_CUDA=OFF")
+  endif()
+  add_library(ember_nccl INTERFACE)
+  target_include_directories(ember_nccl INTERFACE ${EMBER_NCCL_INCLUDE})
+  target_link_libraries(ember_nccl INTERFACE ${EMBER_NCCL_LIBRARY})
+  message(STATUS "ember: CUDA ${CUDAToolkit_VERSION}, cuDNN ${EMBER_CUDNN_LIBRARY}, NCCL ${EMBER_NCCL_LIBRARY}, "
+    "architectures ${CMAKE_CUDA_ARCHITECTURES}")
+endif()
+
+if(EMBER_BUILD_TESTS)
+  find_package(GTest QUIET)
+  if(NOT GTest_FOUND)
+    message(FATAL_ERROR "ember: GoogleTest not found. Install it: apt-get install libgtest-dev "
+      "(or configure with -DEMBER_BUILD_TESTS=OFF)")
+  endif()
+endif()

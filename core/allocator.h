@@ -1,0 +1,30 @@
+// The allocator interface and the per-device-type registry.
+//
+// Contract: allocate() returns memory aligned to at least 64 bytes or throws
+// (OutOfMemoryError for exhausted memory). The returned DataPtr owns the
+// memory; its deleter gives it back to the allocator that made it. The CPU
+// allocator is always registered; the CUDA caching allocator registers
+// itself when ember is built with CUDA.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include "core/device.h"
+
+namespace ember {
+
+using DataPtr = std::unique_ptr<void, void (*)(void*)>;
+
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  virtual DataPtr allocate(size_t nbytes, Device device) = 0;
+};
+
+// The allocator for a device type; an ember::Error that says how ember was
+// built if there is none (e.g. CUDA in a CPU-only build).
+Allocator& allocator_for(DeviceType type);
+void register_allocator(DeviceType type, Allocator* allocator);
+
+}  // namespace ember

@@ -1,0 +1,58 @@
+// Gradient accumulation into leaves, with PyTorch's aliasing rules: the first
+// gradient is stored as is only when nothing else references it (so that a
+// later in-place accumulation cannot write into another tensor), and later
+// ones are added in place so that grad() keeps its storage (DDP's buckets
+// rely on that).
+#include "core/autograd/accumulate_grad.h"
+
+#include <limits>
+
+#include "core/grad_mode.h"
+#include "core/ops.h"
+
+namespace ember::autograd {
+
+AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> leaf) : leaf_(std::move(leaf)) {
+  sequence_nr_ = std::numeric_limits<uint64_t>::max();
+}
+
+Tensor AccumulateGrad::run_tensor_hooks(Tensor grad) const {
+  AutogradMeta* m = leaf_->autograd.get();
+  if (m == nullptr) return grad;
+  for (auto& hook : m->hooks) {
+    Tensor replaced = hook.fn(grad);
+    if (replaced.defined()) grad = replaced;
+  }
+  return grad;
+}
+
+TensorList AccumulateGrad::apply(TensorList&& grads) {
+  Tensor grad = run_tensor_hooks(std::move(grads[0]));
+  grads.clear();
+  if (!grad.defined()) return {};
+  AutogradMeta& m = *leaf_->autograd;
+  if (!m.grad.defined()) {
+    bool sole_owner = grad.impl_ptr().use_count() == 1 && grad.storage().use_count() == 1 && grad.is_contiguous();
+    if (GradMode::is_enabled()) m.grad = grad.clone();  // create_graph: keep the history
+    else m.grad = sole_owner ? grad : grad.clone();
+  } else if (GradMode::is_enabled()) {
+    m.grad = m.grad + grad;  // create_graph: out of place, so the history is recorded
+  } else {
+    m.grad.add_(grad);
+  }
+  Tensor leaf(leaf_);
+  for (auto& hook : m.post_accumulate_hooks) hook(leaf);
+  return {};
+}
+
+std::shared_ptr<Node> grad_accumulator(const Tensor& leaf) {
+  AutogradMeta& m = meta(leaf);
+  std::shared_ptr<Node> acc = m.grad_accumulator.lock();
+  if (!acc) {
+    acc = std::make_shared<AccumulateGrad>(leaf.impl_ptr());
+    m.grad_accumulator = acc;
+  }
+  return acc;
+}
+
+}  // namespace ember::autograd

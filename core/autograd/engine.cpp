@@ -1,0 +1,212 @@
+// The backward engine: dependency count, then a ready heap ordered by
+// sequence_nr (see engine.h for the contract).
+#include "core/autograd/engine.h"
+
+#include <algorithm>
+#include <map>
+#include <queue>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/autograd/accumulate_grad.h"
+#include "core/grad_mode.h"
+#include "core/ops.h"
+
+namespace ember::autograd {
+namespace {
+
+struct Capture {
+  Node* node;
+  uint32_t input_nr;
+  size_t output_index;
+};
+
+// Gradient of each root: the given one, or 1 for a one-element root.
+TensorList root_gradients(const TensorList& roots, const TensorList& grads) {
+  EMBER_CHECK(grads.empty() || grads.size() == roots.size(),
+              "backward: got " << grads.size() << " gradients for " << roots.size() << " tensors");
+  TensorList out;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const Tensor& r = roots[i];
+    EMBER_CHECK(r.defined(), "backward: tensor " << i << " is undefined");
+    EMBER_CHECK(r.requires_grad(), "backward: element " << i << " of tensors does not require grad and does not "
+                                                           "have a grad_fn (was it made under NoGradGuard, or from "
+                                                           "tensors without requires_grad?)");
+    if (!grads.empty() && grads[i].defined()) {
+      EMBER_CHECK(grads[i].shape() == r.shape(), "backward: the gradient has shape " << shape_str(grads[i].shape())
+                                                     << " but the tensor has shape " << shape_str(r.shape()));
+      out.push_back(grads[i]);
+    } else {
+      EMBER_CHECK(r.numel() == 1, "backward: grad can be implicitly created only for one-element outputs, but "
+                                  "the tensor has shape " << shape_str(r.shape())
+                                                          << "; pass a gradient of that shape");
+      out.push_back(ones(r.shape(), r.dtype(), r.device()));
+    }
+  }
+  return out;
+}
+
+void accumulate_into(Tensor& slot, Tensor&& g) {
+  if (!g.defined()) return;
+  if (!slot.defined()) slot = std::move(g);
+  else slot = slot + g;
+}
+
+struct ByPriority {
+  bool operator()(const Node* a, const Node* b) const { return a->sequence_nr() < b->sequence_nr(); }
+};
+
+// Runs the graph from `roots`. With captures, the gradients flowing into the
+// captured (node, slot) pairs are returned and leaves are not accumulated.
+TensorList run(const TensorList& roots, const TensorList& grads, bool retain_graph, bool create_graph,
+               const std::vector<Capture>& captures, size_t num_captures) {
+  TensorList root_grads = root_gradients(roots, grads);
+  bool capturing = num_captures > 0;
+
+  // Dependencies: how many edges lead into each reachable node.
+  std::unordered_map<Node*, int> deps;
+  std::vector<Node*> stack;
+  std::unordered_set<Node*> seen;
+  std::vector<Edge> root_edges;
+  for (const Tensor& r : roots) {
+    Edge e = gradient_edge(r);
+    root_edges.push_back(e);
+    if (seen.insert(e.node.get()).second) stack.push_back(e.node.get());
+  }
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    for (const Edge& e : n->next_edges()) {
+      if (!e.valid()) continue;
+      ++deps[e.node.get()];
+      if (seen.insert(e.node.get()).second) stack.push_back(e.node.get());
+    }
+  }
+
+  // With captures, run only nodes from which a captured slot is reachable.
+  std::unordered_set<Node*> needed;
+  if (capturing) {
+    std::unordered_set<Node*> targets;
+    for (const Capture& c : captures) targets.insert(c.node);
+    // Reverse post-order over the reachable graph, iteratively.
+    std::vector<std::pair<Node*, size_t>> dfs;
+    std::unordered_set<Node*> visited;
+    for (const Edge& e : root_edges) {
+      if (visited.insert(e.node.get()).second) dfs.push_back({e.node.get(), 0});
+      while (!dfs.empty()) {
+        auto& [n, i] = dfs.back();
+        if (i < n->next_edges().size()) {
+          Node* child = n->next_edges()[i++].node.get();
+          if (child && visited.insert(child).second) dfs.push_back({child, 0});
+          continue;
+        }
+        bool need = targets.count(n) > 0;
+        for (const Edge& ce : n->next_edges()) need = need || (ce.valid() && needed.count(ce.node.get()));
+        if (need) needed.insert(n);
+        dfs.pop_back();
+      }
+    }
+  }
+
+  std::unordered_map<Node*, TensorList> buffers;
+  std::priority_queue<Node*, std::vector<Node*>, ByPriority> ready;
+  std::unordered_set<Node*> queued;
+  std::vector<std::shared_ptr<Node>> keep_alive;  // roots' nodes, for the whole run
+  for (size_t i = 0; i < roots.size(); ++i) {
+    Node* n = root_edges[i].node.get();
+    keep_alive.push_back(root_edges[i].node);
+    TensorList& buf = buffers[n];
+    buf.resize(n->num_outputs());
+    accumulate_into(buf[root_edges[i].input_nr], std::move(root_grads[i]));
+  }
+  for (const Edge& e : root_edges) {
+    Node* n = e.node.get();
+    if (deps[n] == 0 && queued.insert(n).second) ready.push(n);
+  }
+
+  TensorList captured(num_captures);
+  GradMode::set_enabled(create_graph);  // the callers restore it
+
+  while (!ready.empty()) {
+    Node* n = ready.top();
+    ready.pop();
+    TensorList inputs = std::move(buffers[n]);
+    buffers.erase(n);
+    inputs.resize(n->num_outputs());
+    for (auto& hook : n->pre_hooks()) {
+      Tensor& g = inputs[hook.output_nr];
+      if (!g.defined()) continue;
+      Tensor replaced = hook.fn(g);
+      if (replaced.defined()) g = replaced;
+    }
+    auto* acc = dynamic_cast<AccumulateGrad*>(n);
+    for (const Capture& c : captures) {
+      if (c.node != n || !inputs[c.input_nr].defined()) continue;
+      captured[c.output_index] = acc ? acc->run_tensor_hooks(inputs[c.input_nr]) : inputs[c.input_nr];
+    }
+    TensorList outputs;
+    if (capturing && (acc != nullptr || !needed.count(n))) {
+      outputs.resize(n->next_edges().size());
+    } else {
+      outputs = n->apply(std::move(inputs));
+      if (!retain_graph) n->release();
+    }
+    const auto& edges = n->next_edges();
+    for (size_t i = 0; i < edges.size(); ++i) {
+      const Edge& e = edges[i];
+      if (!e.valid()) continue;
+      Node* next = e.node.get();
+      if (i < outputs.size() && outputs[i].defined()) {
+        TensorList& buf = buffers[next];
+        buf.resize(next->num_outputs());
+        accumulate_into(buf[e.input_nr], std::move(outputs[i]));
+      }
+      if (--deps[next] == 0 && queued.insert(next).second) ready.push(next);
+    }
+  }
+  return captured;
+}
+
+}  // namespace
+
+void backward(const TensorList& roots, const TensorList& grad_roots, bool retain_graph, bool create_graph) {
+  bool prev = GradMode::is_enabled();
+  try {
+    run(roots, grad_roots, retain_graph || create_graph, create_graph, {}, 0);
+  } catch (...) {
+    GradMode::set_enabled(prev);
+    throw;
+  }
+  GradMode::set_enabled(prev);
+}
+
+TensorList grad(const TensorList& outputs, const TensorList& inputs, const TensorList& grad_outputs,
+                bool retain_graph, bool create_graph, bool allow_unused) {
+  std::vector<Capture> captures;
+  std::vector<std::shared_ptr<Node>> keep;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    EMBER_CHECK(inputs[i].defined() && inputs[i].requires_grad(),
+                "autograd::grad: input " << i << " does not require grad");
+    Edge e = gradient_edge(inputs[i]);
+    keep.push_back(e.node);
+    captures.push_back({e.node.get(), e.input_nr, i});
+  }
+  bool prev = GradMode::is_enabled();
+  TensorList result;
+  try {
+    result = run(outputs, grad_outputs, retain_graph || create_graph, create_graph, captures, inputs.size());
+  } catch (...) {
+    GradMode::set_enabled(prev);
+    throw;
+  }
+  GradMode::set_enabled(prev);
+  for (size_t i = 0; i < result.size(); ++i) {
+    EMBER_CHECK(result[i].defined() || allow_unused,
+                "autograd::grad: input " << i << " (shape " << shape_str(inputs[i].shape())
+                                         << ") was not used to compute the outputs; pass allow_unused=true if "
+                                            "that is expected");
+  }
+  return result;
+}
+
+}  // namespace ember::autograd

@@ -1,0 +1,75 @@
+// What an op needs to record itself for backward: SavedTensor, FunctionNode
+// and record().
+//
+// Contract:
+// - SavedTensor remembers the version of the tensor it saved; unpack()
+//   throws an ember::Error naming the node if the tensor was modified in
+//   place since (the classic "modified by an inplace operation" error).
+//   Save an op's own output with SavedTensor::output(): it is stored without
+//   its history, so node and output do not keep each other alive.
+// - FunctionNode runs a backward closure. The closure gets one gradient per
+//   output (undefined = zero) and returns one per input (undefined = none);
+//   when every incoming gradient is undefined the closure is skipped. The
+//   node checks that each returned gradient has its input's shape, dtype and
+//   device, so a wrong formula fails loudly at its source.
+// - record() links a new node to the inputs that require grad and makes it
+//   the grad_fn of the outputs. Call it only when needs_grad(...) is true.
+#pragma once
+
+#include <functional>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "core/autograd/node.h"
+#include "core/grad_mode.h"
+
+namespace ember::autograd {
+
+class SavedTensor {
+ public:
+  SavedTensor() = default;
+  explicit SavedTensor(const Tensor& t) : tensor_(t), version_(t.defined() ? t.version() : 0) {}
+  static SavedTensor output(const Tensor& t);
+  // The saved tensor; `node` names the op in the error if it was modified.
+  Tensor unpack(const char* node) const;
+  bool defined() const { return tensor_.defined(); }
+
+ private:
+  Tensor tensor_;
+  uint32_t version_ = 0;
+};
+
+class FunctionNode final : public Node {
+ public:
+  using Backward = std::function<TensorList(const TensorList& grads)>;
+  struct InputMeta {
+    Shape shape;
+    DType dtype;
+    Device device;
+  };
+  FunctionNode(const char* name, Backward fn, std::vector<Edge> edges, std::vector<InputMeta> inputs,
+               uint32_t num_outputs);
+
+  std::string name() const override { return name_; }
+  TensorList apply(TensorList&& grads) override;
+  void release() override { fn_ = nullptr; }
+
+ private:
+  const char* name_;
+  Backward fn_;
+  std::vector<InputMeta> inputs_;
+};
+
+// True when grad mode is on and any defined input requires grad.
+bool needs_grad(std::initializer_list<const Tensor*> inputs);
+inline bool needs_grad(const Tensor& a) { return needs_grad({&a}); }
+inline bool needs_grad(const Tensor& a, const Tensor& b) { return needs_grad({&a, &b}); }
+inline bool needs_grad(const Tensor& a, const Tensor& b, const Tensor& c) { return needs_grad({&a, &b, &c}); }
+bool needs_grad(const TensorList& inputs);
+
+// Records `name` with its backward for outputs made from inputs.
+void record(const char* name, std::initializer_list<Tensor*> outputs, const TensorList& inputs,
+            FunctionNode::Backward backward);
+
+}  // namespace ember::autograd

@@ -1,0 +1,79 @@
+// Element types, their sizes and names, and PyTorch's type promotion.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+
+#include "core/half.h"
+
+namespace ember {
+
+enum class DType : uint8_t { Float32, Float64, Float16, BFloat16, Int32, Int64, Bool };
+
+inline constexpr int kNumDTypes = 7;
+
+size_t dtype_size(DType t);
+const char* dtype_name(DType t);  // "float32", "int64", ...
+std::ostream& operator<<(std::ostream& os, DType t);
+
+inline bool is_floating(DType t) {
+  return t == DType::Float32 || t == DType::Float64 || t == DType::Float16 || t == DType::BFloat16;
+}
+inline bool is_integral(DType t) { return t == DType::Int32 || t == DType::Int64; }
+
+// torch.promote_types: the smallest type both a and b convert to without
+// losing their category (bool < integral < floating). float16 with bfloat16
+// gives float32, as in PyTorch.
+DType promote_types(DType a, DType b);
+
+// The dtype that floating factories and int -> float promotion use.
+inline constexpr DType kDefaultFloat = DType::Float32;
+
+// C++ element type <-> DType.
+template <typename T> struct dtype_of;
+template <> struct dtype_of<float> { static constexpr DType value = DType::Float32; };
+template <> struct dtype_of<double> { static constexpr DType value = DType::Float64; };
+template <> struct dtype_of<Half> { static constexpr DType value = DType::Float16; };
+template <> struct dtype_of<BFloat16> { static constexpr DType value = DType::BFloat16; };
+template <> struct dtype_of<int32_t> { static constexpr DType value = DType::Int32; };
+template <> struct dtype_of<int64_t> { static constexpr DType value = DType::Int64; };
+template <> struct dtype_of<bool> { static constexpr DType value = DType::Bool; };
+
+}  // namespace ember
+
+// EMBER_DISPATCH_DTYPE(dtype, "op", [&]<typename T>() { ... }) calls the
+// lambda with T bound to the C++ type of dtype. The _FLOAT variant accepts
+// only floating types and names the op in its error otherwise.
+#define EMBER_DISPATCH_CASE_(D, T, fn) \
+  case ::ember::DType::D:              \
+    return fn.template operator()<T>();
+
+#define EMBER_DISPATCH_DTYPE(dtype, op, fn)                                           \
+  [&]() {                                                                             \
+    switch (dtype) {                                                                  \
+      EMBER_DISPATCH_CASE_(Float32, float, fn)                                        \
+      EMBER_DISPATCH_CASE_(Float64, double, fn)                                       \
+      EMBER_DISPATCH_CASE_(Float16, ::ember::Half, fn)                                \
+      EMBER_DISPATCH_CASE_(BFloat16, ::ember::BFloat16, fn)                           \
+      EMBER_DISPATCH_CASE_(Int32, int32_t, fn)                                        \
+      EMBER_DISPATCH_CASE_(Int64, int64_t, fn)                                        \
+      EMBER_DISPATCH_CASE_(Bool, bool, fn)                                            \
+    }                                                                                 \
+    EMBER_FAIL(op << ": unknown dtype");                                              \
+  }()
+
+#define EMBER_DISPATCH_FLOAT(dtype, op, fn)                                           \
+  [&]() {                                                                             \
+    switch (dtype) {                                                                  \
+      EMBER_DISPATCH_CASE_(Float32, float, fn)                                        \
+      EMBER_DISPATCH_CASE_(Float64, double, fn)                                       \
+      EMBER_DISPATCH_CASE_(Float16, ::ember::Half, fn)                                \
+      EMBER_DISPATCH_CASE_(BFloat16, ::ember::BFloat16, fn)                           \
+      default:                                                                        \
+        break;                                                                        \
+    }                                                                                 \
+    EMBER_FAIL(op << ": expected a floating dtype (float32, float64, float16, "       \
+                  << "bfloat16) but got " << ::ember::dtype_name(dtype));             \
+  }()

@@ -1,0 +1,44 @@
+// ember::Error and the check macros every layer uses.
+//
+// Contract: bad input never crashes, exits or returns garbage. It throws an
+// ember::Error whose message names the op, the shapes, dtypes and devices
+// involved, and says what to do. EMBER_CHECK builds that message with stream
+// syntax only when the condition fails, so a passing check costs one branch.
+#pragma once
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace ember {
+
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& message) : std::runtime_error(message) {}
+};
+
+// Thrown when a device allocation cannot be satisfied even after the cache
+// was released; derived from Error so generic handlers still catch it.
+class OutOfMemoryError : public Error {
+ public:
+  explicit OutOfMemoryError(const std::string& message) : Error(message) {}
+};
+
+namespace detail {
+[[noreturn]] void throw_error(const std::string& message, const char* file, int line);
+}  // namespace detail
+
+}  // namespace ember
+
+// EMBER_CHECK(cond, "op: " << a << " vs " << b): throws ember::Error with the
+// streamed message (and the source location) when cond is false.
+#define EMBER_CHECK(cond, ...)                                         \
+  do {                                                                 \
+    if (!(cond)) [[unlikely]] {                                        \
+      std::ostringstream ember_check_stream_;                          \
+      ember_check_stream_ << __VA_ARGS__;                              \
+      ::ember::detail::throw_error(ember_check_stream_.str(), __FILE__, __LINE__); \
+    }                                                                  \
+  } while (0)
+
+#define EMBER_FAIL(...) EMBER_CHECK(false, __VA_ARGS__)

@@ -1,0 +1,198 @@
+// The op library: every op on tensors, as free functions in namespace ember.
+//
+// Contract for every op here:
+// - Inputs may be any strided view (non-contiguous, broadcast, offset).
+// - Binary ops broadcast as NumPy does and promote dtypes as PyTorch does
+//   (promote_types; a Scalar only lifts the category, see core/scalar.h).
+// - All tensor inputs must be on one device; the output is on that device.
+// - Floating-only ops (exp, log, softmax, ...) promote integral inputs to
+//   float32, as PyTorch does.
+// - Each differentiable op records a node for backward when grad mode is on
+//   and an input requires grad; its name is the op's name + "Backward".
+// - Errors are ember::Error naming the op, the shapes, dtypes and devices.
+#pragma once
+
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "core/generator.h"
+#include "core/tensor.h"
+
+namespace ember {
+
+// ---------------- factories ----------------
+Tensor zeros(const Shape& shape, DType dtype = kDefaultFloat, Device device = kCPU);
+Tensor ones(const Shape& shape, DType dtype = kDefaultFloat, Device device = kCPU);
+Tensor full(const Shape& shape, const Scalar& value, DType dtype = kDefaultFloat, Device device = kCPU);
+Tensor zeros_like(const Tensor& t);
+Tensor ones_like(const Tensor& t);
+Tensor empty_like(const Tensor& t);
+Tensor full_like(const Tensor& t, const Scalar& value);
+// [start, end) in steps of step; int64 unless any argument is floating.
+Tensor arange(const Scalar& end, DType dtype, Device device = kCPU);
+Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step = 1, std::optional<DType> dtype = {},
+              Device device = kCPU);
+// Uniform [0, 1) and standard normal, from the device's default generator
+// unless one is given. The same seed gives the same values on CPU and CUDA.
+Tensor rand(const Shape& shape, DType dtype = kDefaultFloat, Device device = kCPU, Generator* gen = nullptr);
+Tensor randn(const Shape& shape, DType dtype = kDefaultFloat, Device device = kCPU, Generator* gen = nullptr);
+Tensor rand_like(const Tensor& t, Generator* gen = nullptr);
+Tensor randn_like(const Tensor& t, Generator* gen = nullptr);
+// Uniform integers in [low, high).
+Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype = DType::Int64, Device device = kCPU,
+               Generator* gen = nullptr);
+Tensor randperm(int64_t n, Device device = kCPU, Generator* gen = nullptr);
+
+// Copies values into a new CPU tensor (then moves it to device).
+template <typename T>
+Tensor from_vector(const std::vector<T>& values, const Shape& shape, Device device = kCPU);
+template <typename T>
+Tensor from_vector(const std::vector<T>& values) { return from_vector(values, {int64_t(values.size())}); }
+// Wraps memory the caller owns and keeps alive; no copy. Contiguous unless
+// strides are given.
+Tensor from_blob(void* data, const Shape& shape, DType dtype, Device device = kCPU, const Shape& strides = {});
+// Reads a tensor back into a flat vector in row-major order (any device, any layout).
+template <typename T>
+std::vector<T> to_vector(const Tensor& t);
+
+// ---------------- elementwise unary ----------------
+Tensor neg(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor relu(const Tensor& x);
+Tensor gelu(const Tensor& x);  // exact (erf) form, PyTorch's default
+Tensor abs(const Tensor& x);
+Tensor sign(const Tensor& x);
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
+Tensor reciprocal(const Tensor& x);
+Tensor square(const Tensor& x);
+Tensor pow(const Tensor& x, const Scalar& exponent);
+Tensor pow(const Tensor& x, const Tensor& exponent);
+Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max);
+Tensor logical_not(const Tensor& x);
+
+// ---------------- elementwise binary (broadcasting) ----------------
+Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha = 1);  // a + alpha * b
+Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha = 1);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);  // true division: ints give float32
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor add(const Tensor& a, const Scalar& b);
+Tensor sub(const Tensor& a, const Scalar& b);
+Tensor mul(const Tensor& a, const Scalar& b);
+Tensor div(const Tensor& a, const Scalar& b);
+Tensor rsub(const Tensor& a, const Scalar& b);  // b - a
+Tensor rdiv(const Tensor& a, const Scalar& b);  // b / a
+
+// Comparisons give bool tensors and are not differentiable.
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, const Scalar& b);
+Tensor ne(const Tensor& a, const Scalar& b);
+Tensor lt(const Tensor& a, const Scalar& b);
+Tensor le(const Tensor& a, const Scalar& b);
+Tensor gt(const Tensor& a, const Scalar& b);
+Tensor ge(const Tensor& a, const Scalar& b);
+Tensor logical_and(const Tensor& a, const Tensor& b);
+Tensor logical_or(const Tensor& a, const Tensor& b);
+
+// cond ? a : b, broadcasting all three; cond must be bool.
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+Tensor where(const Tensor& cond, const Tensor& a, const Scalar& b);
+Tensor where(const Tensor& cond, const Scalar& a, const Tensor& b);
+
+// True when every element is close: |a - b| <= atol + rtol * |b|; NaNs are never close.
+bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
+bool equal(const Tensor& a, const Tensor& b);  // same shape and values
+
+// ---------------- reductions ----------------
+// dims may be negative; an empty dims list reduces over every dim.
+Tensor sum(const Tensor& x, const Shape& dims = {}, bool keepdim = false);  // ints sum to int64
+Tensor mean(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+Tensor amax(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+Tensor amin(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+std::pair<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim = false);  // values, int64 indices
+std::pair<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor argmin(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor argmax(const Tensor& x);  // over the flattened tensor
+// correction 1 is the unbiased estimator (PyTorch's default), 0 the population one.
+Tensor var(const Tensor& x, const Shape& dims = {}, int64_t correction = 1, bool keepdim = false);
+Tensor std(const Tensor& x, const Shape& dims = {}, int64_t correction = 1, bool keepdim = false);
+Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim = false);
+// Sums a broadcast result back to `shape` (the reverse of expand); used by backward.
+Tensor sum_to(const Tensor& x, const Shape& shape);
+
+// ---------------- softmax ----------------
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+
+// ---------------- linear algebra ----------------
+// torch.matmul: 1-D x 1-D dot, 2-D x 2-D, 1-D promoted and removed, and
+// batched N-D with broadcasting batch dims.
+Tensor matmul(const Tensor& a, const Tensor& b);
+// Whether float32 matmul may use TF32 tensor cores on CUDA (off by default).
+void set_allow_tf32(bool allow);
+bool allow_tf32();
+
+// ---------------- joining and splitting ----------------
+Tensor cat(const TensorList& tensors, int64_t dim = 0);
+Tensor stack(const TensorList& tensors, int64_t dim = 0);
+TensorList split(const Tensor& x, int64_t split_size, int64_t dim = 0);
+TensorList split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim = 0);
+TensorList chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);  // as torch.chunk
+
+// ---------------- indexing ----------------
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+// Returns a copy of x with src added at index along dim (out-of-place).
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+// Rows of weight (num_embeddings, dim) picked by integer indices of any shape.
+Tensor embedding(const Tensor& weight, const Tensor& indices);
+Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);  // int64 result
+
+// ---------------- operators ----------------
+inline Tensor operator-(const Tensor& a) { return neg(a); }
+inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+inline Tensor operator+(const Tensor& a, const Scalar& b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, const Scalar& b) { return sub(a, b); }
+inline Tensor operator*(const Tensor& a, const Scalar& b) { return mul(a, b); }
+inline Tensor operator/(const Tensor& a, const Scalar& b) { return div(a, b); }
+inline Tensor operator+(const Scalar& a, const Tensor& b) { return add(b, a); }
+inline Tensor operator-(const Scalar& a, const Tensor& b) { return rsub(b, a); }
+inline Tensor operator*(const Scalar& a, const Tensor& b) { return mul(b, a); }
+inline Tensor operator/(const Scalar& a, const Tensor& b) { return rdiv(b, a); }
+inline Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
+inline Tensor operator!=(const Tensor& a, const Tensor& b) { return ne(a, b); }
+inline Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
+inline Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
+inline Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
+inline Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
+inline Tensor operator<(const Tensor& a, const Scalar& b) { return lt(a, b); }
+inline Tensor operator<=(const Tensor& a, const Scalar& b) { return le(a, b); }
+inline Tensor operator>(const Tensor& a, const Scalar& b) { return gt(a, b); }
+inline Tensor operator>=(const Tensor& a, const Scalar& b) { return ge(a, b); }
+inline Tensor& operator+=(Tensor& a, const Tensor& b) { return a.add_(b); }
+inline Tensor& operator-=(Tensor& a, const Tensor& b) { return a.sub_(b); }
+inline Tensor& operator*=(Tensor& a, const Tensor& b) { return a.mul_(b); }
+inline Tensor& operator/=(Tensor& a, const Tensor& b) { return a.div_(b); }
+inline Tensor& operator+=(Tensor& a, const Scalar& b) { return a.add_(b); }
+inline Tensor& operator-=(Tensor& a, const Scalar& b) { return a.sub_(b); }
+inline Tensor& operator*=(Tensor& a, const Scalar& b) { return a.mul_(b); }
+inline Tensor& operator/=(Tensor& a, const Scalar& b) { return a.div_(b); }
+
+}  // namespace ember

@@ -1,0 +1,98 @@
+// Broadcasting and dimension coalescing for elementwise kernels.
+#include "core/ops/elementwise_args.h"
+
+#include <algorithm>
+
+namespace ember {
+
+Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
+  size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    EMBER_CHECK(da == db || da == 1 || db == 1,
+                op << ": shapes " << shape_str(a) << " and " << shape_str(b) << " cannot be broadcast together "
+                   << "(dim " << i << ": " << da << " vs " << db << ")");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+ElementwiseArgs make_elementwise_args(const char* op, const Tensor& out, std::initializer_list<const Tensor*> inputs) {
+  ElementwiseArgs args;
+  const Shape& shape = out.shape();
+  int ndim = int(shape.size());
+  EMBER_CHECK(ndim <= kMaxElementwiseDims, op << ": tensors of more than " << kMaxElementwiseDims
+                                              << " dims are not supported by elementwise kernels, got shape "
+                                              << shape_str(shape));
+  args.noperands = int(inputs.size()) + 1;
+  args.numel = out.numel();
+
+  // Per-operand strides aligned to the output's dims (broadcast dims: 0).
+  int64_t strides[kMaxElementwiseOperands][kMaxElementwiseDims];
+  args.data[0] = static_cast<char*>(out.data_ptr());
+  for (int d = 0; d < ndim; ++d) strides[0][d] = out.strides()[d];
+  int k = 1;
+  for (const Tensor* t : inputs) {
+    int tn = int(t->dim());
+    EMBER_CHECK(tn <= ndim, op << ": input of shape " << shape_str(t->shape()) << " does not broadcast to the output shape "
+                               << shape_str(shape));
+    for (int d = 0; d < ndim; ++d) {
+      int td = d - (ndim - tn);
+      if (td < 0) {
+        strides[k][d] = 0;
+        continue;
+      }
+      int64_t s = t->shape()[td];
+      EMBER_CHECK(s == shape[d] || s == 1, op << ": input of shape " << shape_str(t->shape())
+                                              << " does not broadcast to the output shape " << shape_str(shape));
+      strides[k][d] = (s == 1 && shape[d] != 1) ? 0 : t->strides()[td];
+    }
+    args.data[k] = static_cast<char*>(t->data_ptr());
+    ++k;
+  }
+
+  // Drop size-1 dims, then merge dim d into d+1 when every operand's stride
+  // allows it (stride[d] == stride[d+1] * size[d+1]).
+  int64_t sizes[kMaxElementwiseDims];
+  int n = 0;
+  for (int d = 0; d < ndim; ++d) {
+    if (shape[d] == 1) continue;
+    sizes[n] = shape[d];
+    for (int o = 0; o < args.noperands; ++o) strides[o][n] = strides[o][d];
+    ++n;
+  }
+  int m = 0;  // coalesced dims written so far
+  for (int d = 0; d < n; ++d) {
+    if (m > 0) {
+      bool mergeable = true;
+      for (int o = 0; o < args.noperands; ++o) {
+        if (strides[o][m - 1] != strides[o][d] * sizes[d]) mergeable = false;
+      }
+      if (mergeable) {
+        sizes[m - 1] *= sizes[d];
+        for (int o = 0; o < args.noperands; ++o) strides[o][m - 1] = strides[o][d];
+        continue;
+      }
+    }
+    sizes[m] = sizes[d];
+    for (int o = 0; o < args.noperands; ++o) strides[o][m] = strides[o][d];
+    ++m;
+  }
+  if (m == 0) {  // a single element
+    sizes[0] = 1;
+    for (int o = 0; o < args.noperands; ++o) strides[o][0] = 1;
+    m = 1;
+  }
+  args.ndim = m;
+  for (int d = 0; d < m; ++d) args.sizes[d] = sizes[d];
+  for (int o = 0; o < args.noperands; ++o) {
+    for (int d = 0; d < m; ++d) args.strides[o][d] = strides[o][d];
+  }
+  args.contiguous = m == 1;
+  for (int o = 0; o < args.noperands && args.contiguous; ++o) args.contiguous = strides[o][0] == 1;
+  return args;
+}
+
+}  // namespace ember

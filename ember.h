@@ -1,0 +1,12 @@
+// The one header an ember user includes. It pulls in no CUDA, cuDNN, NCCL
+// or Eigen header.
+#pragma once
+
+#include "core/autograd/engine.h"
+#include "core/device.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/generator.h"
+#include "core/grad_mode.h"
+#include "core/ops.h"
+#include "core/tensor.h"
