@@ -52,7 +52,7 @@ __global__ void layer_norm_forward_kernel(LayerNormArgs a) {
   }
   stats = block_welford(stats, shared);
   const S mean = stats.mean;
-  const S rstd = S(1) / sqrt(stats.m2 / S(a.cols) + S(a.eps));
+  const S rstd = S(1) / ::sqrt(stats.m2 / S(a.cols) + S(a.eps));
   if (threadIdx.x == 0) {
     static_cast<S*>(a.mean)[row] = mean;
     static_cast<S*>(a.rstd)[row] = rstd;
