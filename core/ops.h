@@ -138,6 +138,13 @@ Tensor sum_to(const Tensor& x, const Shape& shape);
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
 
+// ---------------- dropout ----------------
+// Zeroes each element with probability p and scales the rest by 1 / (1 - p)
+// when training (identity otherwise). The mask is never stored: backward
+// regenerates it from the Philox state the forward used, so element i of
+// a given call gets the same keep/drop decision on CPU and CUDA.
+Tensor dropout(const Tensor& x, double p, bool training = true, Generator* gen = nullptr);
+
 // ---------------- normalization ----------------
 // torch.nn.functional.layer_norm: normalizes x over its last
 // normalized_shape.size() dims (which must equal normalized_shape) with the

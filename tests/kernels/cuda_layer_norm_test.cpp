@@ -11,7 +11,7 @@ TEST(CudaLayerNorm, ForwardAndBackwardMatchCpu) {
   EMBER_REQUIRE_CUDA();
   for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16}) {
     for (int64_t cols : {1, 7, 64, 1023, 1025, 8192}) {
-      Generator g(uint64_t(cols));
+      Generator g{uint64_t(cols)};
       Tensor x = (randn({5, cols}, DType::Float32, kCPU, &g) * 2.0 + 0.5).to(dt).set_requires_grad();
       Tensor w = randn({cols}, DType::Float32, kCPU, &g).to(dt).set_requires_grad();
       Tensor b = randn({cols}, DType::Float32, kCPU, &g).to(dt).set_requires_grad();
