@@ -142,7 +142,8 @@ int64_t reduced_count(const Shape& shape, const std::vector<bool>& mask) {
 void check_floating(const char* op, const Tensor& x) {
   EMBER_CHECK(is_floating(x.dtype()), op << ": could not infer the output dtype: the input (shape "
                                          << shape_str(x.shape()) << ") must be floating point, but got "
-                                         << dtype_name(x.dtype()) << "; convert it first, e.g. with .to(DType::Float32)");
+                                         << dtype_name(x.dtype())
+                                         << "; convert it first, e.g. with .to(DType::Float32)");
 }
 
 // Floating-only ops promote integral and bool inputs to float32.
@@ -304,8 +305,12 @@ std::pair<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim) {
   return extreme_dim("min", "MinBackward", ReduceOp::Min, x, dim, keepdim);
 }
 
-Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) { return arg_extreme("argmax", ReduceOp::ArgMax, x, {dim}, keepdim); }
-Tensor argmin(const Tensor& x, int64_t dim, bool keepdim) { return arg_extreme("argmin", ReduceOp::ArgMin, x, {dim}, keepdim); }
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
+  return arg_extreme("argmax", ReduceOp::ArgMax, x, {dim}, keepdim);
+}
+Tensor argmin(const Tensor& x, int64_t dim, bool keepdim) {
+  return arg_extreme("argmin", ReduceOp::ArgMin, x, {dim}, keepdim);
+}
 // Reducing every dim in order gives the row-major flat index.
 Tensor argmax(const Tensor& x) { return arg_extreme("argmax", ReduceOp::ArgMax, x, {}, false); }
 Tensor argmin(const Tensor& x) { return arg_extreme("argmin", ReduceOp::ArgMin, x, {}, false); }

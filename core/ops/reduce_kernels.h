@@ -11,8 +11,9 @@
 //   read, and only a zero-size `reduce` with outer * inner > 0 writes (the
 //   identity of Sum, NaN for Mean and Var, -inf for LogSumExp). The
 //   front-end never passes reduce == 0 to Max/Min/ArgMax/ArgMin.
-// - Accumulation: half types in float, float32 in float, float64 in double,
-//   integers and bool in int64. Results are rounded to out_dtype once.
+// - Arithmetic: half types in float, float32 in float, float64 in double;
+//   Sum of integers and bool in int64. Each result is rounded to out_dtype
+//   once. Max/Min compare in the same types (exact for every dtype).
 //
 // Per op (in_dtype is the input's, out_dtype the values' dtype):
 //   Sum        out = sum; out_dtype is in_dtype for floats, int64 otherwise.

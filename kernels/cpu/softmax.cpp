@@ -43,9 +43,14 @@ void softmax_forward(const SoftmaxArgs& a, bool log) {
       for (size_t i = 0; i < inner; ++i) s[i] += std::exp(A(row[i]) - m[i]);
     }
     if (log) {
-      for (size_t i = 0; i < inner; ++i) s[i] = m[i] + std::log(s[i]);  // the row's logsumexp
+      // (x - m) - log(s), not x - (m + log(s)): m + log(s) would lose the
+      // low bits of log(s) when |m| is large.
+      for (size_t i = 0; i < inner; ++i) s[i] = std::log(s[i]);
       for (int64_t k = 0; k < a.dim; ++k) {
-        for (size_t i = 0; i < inner; ++i) y[k * a.inner + int64_t(i)] = T(A(x[k * a.inner + int64_t(i)]) - s[i]);
+        for (size_t i = 0; i < inner; ++i) {
+          int64_t j = k * a.inner + int64_t(i);
+          y[j] = T((A(x[j]) - m[i]) - s[i]);
+        }
       }
     } else {
       for (size_t i = 0; i < inner; ++i) s[i] = A(1) / s[i];

@@ -160,9 +160,13 @@ std::string label(const std::string& op, const std::string& layout, const Shape&
 
 using ReduceFn = std::function<Tensor(const Tensor&, const Shape&, bool)>;
 
+// float64 runs every layout; other dtypes (whose layouts take the same code
+// paths) the contiguous and transposed ones, to keep the test fast.
 void check_all_dims(const std::string& op, const ReduceFn& fn, const Naive& naive, DType dtype, double rtol,
                     double atol) {
-  for (const auto& [name, x] : layouts(dtype)) {
+  auto all = layouts(dtype);
+  if (dtype != DType::Float64) all.resize(2);
+  for (const auto& [name, x] : all) {
     for (const Shape& dims : dim_sets()) {
       for (bool keepdim : {false, true}) {
         Tensor y = fn(x, dims, keepdim);
@@ -178,7 +182,8 @@ void check_all_dims(const std::string& op, const ReduceFn& fn, const Naive& naiv
 TEST(Reduce, SumAndMeanMatchNaiveOverEveryDimSetAndLayout) {
   for (DType dt : {DType::Float64, DType::Float32}) {
     double tol = dt == DType::Float64 ? 1e-12 : 1e-5;
-    check_all_dims("sum", [](const Tensor& x, const Shape& d, bool k) { return sum(x, d, k); }, naive_sum, dt, tol, tol);
+    check_all_dims("sum", [](const Tensor& x, const Shape& d, bool k) { return sum(x, d, k); }, naive_sum, dt, tol,
+                   tol);
     check_all_dims("mean", [](const Tensor& x, const Shape& d, bool k) { return x.mean(d, k); }, naive_mean, dt, tol,
                    tol);
   }
@@ -194,7 +199,7 @@ TEST(Reduce, AmaxAndAminMatchNaiveOverEveryDimSetAndLayout) {
 TEST(Reduce, VarAndStdMatchNaiveForEachCorrection) {
   for (DType dt : {DType::Float64, DType::Float32}) {
     double tol = dt == DType::Float64 ? 1e-12 : 1e-5;
-    for (int64_t c : {0, 1, 2}) {
+    for (int64_t c : dt == DType::Float64 ? Shape{0, 1, 2} : Shape{1}) {
       std::string tag = " correction=" + std::to_string(c);
       check_all_dims("var" + tag, [c](const Tensor& x, const Shape& d, bool k) { return x.var(d, c, k); },
                      naive_var(c), dt, tol, tol);
@@ -435,16 +440,17 @@ using testing::gradcheck;
 using testing::random_leaf;
 
 // A [2, 3, 5] float64 leaf that is non-contiguous (a permuted view).
-Tensor permuted_leaf(uint64_t seed) { return random_leaf({5, 3, 2}, seed).detach().permute({2, 1, 0}).set_requires_grad(); }
+Tensor permuted_leaf(uint64_t seed) {
+  return random_leaf({5, 3, 2}, seed).detach().permute({2, 1, 0}).set_requires_grad();
+}
 
 TEST(ReduceGrad, MeanSumLogsumexp) {
   for (const Tensor& x : {random_leaf({2, 3, 5}, 1), permuted_leaf(2)}) {
     for (const Shape& dims : {Shape{}, Shape{1}, Shape{0, -1}}) {
-      for (bool keepdim : {false, true}) {
-        EXPECT_TRUE(gradcheck([&](const TensorList& in) { return mean(in[0], dims, keepdim); }, {x}));
-        EXPECT_TRUE(gradcheck([&](const TensorList& in) { return sum(in[0], dims, keepdim); }, {x}));
-        EXPECT_TRUE(gradcheck([&](const TensorList& in) { return logsumexp(in[0], dims, keepdim); }, {x}));
-      }
+      bool keepdim = dims.size() == 1;
+      EXPECT_TRUE(gradcheck([&](const TensorList& in) { return mean(in[0], dims, keepdim); }, {x}));
+      EXPECT_TRUE(gradcheck([&](const TensorList& in) { return sum(in[0], dims, !keepdim); }, {x}));
+      EXPECT_TRUE(gradcheck([&](const TensorList& in) { return logsumexp(in[0], dims, keepdim); }, {x}));
     }
   }
 }
@@ -456,10 +462,9 @@ TEST(ReduceGrad, AmaxAminMaxMin) {
       EXPECT_TRUE(gradcheck([&](const TensorList& in) { return amin(in[0], dims); }, {x}));
     }
     for (int64_t dim : {0, 1, -1}) {
-      for (bool keepdim : {false, true}) {
-        EXPECT_TRUE(gradcheck([&](const TensorList& in) { return max(in[0], dim, keepdim).first; }, {x}));
-        EXPECT_TRUE(gradcheck([&](const TensorList& in) { return in[0].min(dim, keepdim).first; }, {x}));
-      }
+      bool keepdim = dim == 1;
+      EXPECT_TRUE(gradcheck([&](const TensorList& in) { return max(in[0], dim, keepdim).first; }, {x}));
+      EXPECT_TRUE(gradcheck([&](const TensorList& in) { return in[0].min(dim, !keepdim).first; }, {x}));
     }
     EXPECT_TRUE(gradcheck([](const TensorList& in) { return in[0].max(); }, {x}));
     EXPECT_TRUE(gradcheck([](const TensorList& in) { return in[0].min(); }, {x}));
