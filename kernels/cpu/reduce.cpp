@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/ops/reduce_kernels.h"
-#include "kernels/cpu/loops.h"
+#include "kernels/acc_type.h"
 
 namespace ember::cpu {
 namespace {
