@@ -3,6 +3,7 @@
 #pragma once
 
 #include "core/autograd/engine.h"
+#include "core/autograd/node.h"
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/error.h"

@@ -6,6 +6,7 @@
 #include <iosfwd>
 #include <string>
 
+#include "core/error.h"
 #include "core/half.h"
 
 namespace ember {
@@ -46,31 +47,33 @@ template <> struct dtype_of<bool> { static constexpr DType value = DType::Bool; 
 // EMBER_DISPATCH_DTYPE(dtype, "op", [&]<typename T>() { ... }) calls the
 // lambda with T bound to the C++ type of dtype. The _FLOAT variant accepts
 // only floating types and names the op in its error otherwise.
-#define EMBER_DISPATCH_CASE_(D, T, fn) \
-  case ::ember::DType::D:              \
-    return fn.template operator()<T>();
+#define EMBER_DISPATCH_CASE_(D, T) \
+  case ::ember::DType::D:          \
+    return ember_dispatch_fn_.template operator()<T>();
 
-#define EMBER_DISPATCH_DTYPE(dtype, op, fn)                                           \
+#define EMBER_DISPATCH_DTYPE(dtype, op, ...)                                          \
   [&]() {                                                                             \
+    auto&& ember_dispatch_fn_ = __VA_ARGS__;                                          \
     switch (dtype) {                                                                  \
-      EMBER_DISPATCH_CASE_(Float32, float, fn)                                        \
-      EMBER_DISPATCH_CASE_(Float64, double, fn)                                       \
-      EMBER_DISPATCH_CASE_(Float16, ::ember::Half, fn)                                \
-      EMBER_DISPATCH_CASE_(BFloat16, ::ember::BFloat16, fn)                           \
-      EMBER_DISPATCH_CASE_(Int32, int32_t, fn)                                        \
-      EMBER_DISPATCH_CASE_(Int64, int64_t, fn)                                        \
-      EMBER_DISPATCH_CASE_(Bool, bool, fn)                                            \
+      EMBER_DISPATCH_CASE_(Float32, float)                                            \
+      EMBER_DISPATCH_CASE_(Float64, double)                                           \
+      EMBER_DISPATCH_CASE_(Float16, ::ember::Half)                                    \
+      EMBER_DISPATCH_CASE_(BFloat16, ::ember::BFloat16)                               \
+      EMBER_DISPATCH_CASE_(Int32, int32_t)                                            \
+      EMBER_DISPATCH_CASE_(Int64, int64_t)                                            \
+      EMBER_DISPATCH_CASE_(Bool, bool)                                                \
     }                                                                                 \
     EMBER_FAIL(op << ": unknown dtype");                                              \
   }()
 
-#define EMBER_DISPATCH_FLOAT(dtype, op, fn)                                           \
+#define EMBER_DISPATCH_FLOAT(dtype, op, ...)                                          \
   [&]() {                                                                             \
+    auto&& ember_dispatch_fn_ = __VA_ARGS__;                                          \
     switch (dtype) {                                                                  \
-      EMBER_DISPATCH_CASE_(Float32, float, fn)                                        \
-      EMBER_DISPATCH_CASE_(Float64, double, fn)                                       \
-      EMBER_DISPATCH_CASE_(Float16, ::ember::Half, fn)                                \
-      EMBER_DISPATCH_CASE_(BFloat16, ::ember::BFloat16, fn)                           \
+      EMBER_DISPATCH_CASE_(Float32, float)                                            \
+      EMBER_DISPATCH_CASE_(Float64, double)                                           \
+      EMBER_DISPATCH_CASE_(Float16, ::ember::Half)                                    \
+      EMBER_DISPATCH_CASE_(BFloat16, ::ember::BFloat16)                               \
       default:                                                                        \
         break;                                                                        \
     }                                                                                 \

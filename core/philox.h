@@ -1,8 +1,10 @@
 // Philox4x32-10, the counter-based generator behind every random op.
 //
 // Contract: element i of a random op started at (seed, offset) uses counter
-// block offset + i / 4, word i % 4. The same function runs on CPU and CUDA,
-// so a seed gives the same numbers on every device and any launch shape.
+// block offset + i (words x and y; normal values use both for Box-Muller).
+// The same function runs on CPU and CUDA, so a seed gives the same numbers
+// on every device and any launch shape (normal values up to the rounding of
+// log, sqrt and cos).
 #pragma once
 
 #include <cstdint>
@@ -37,11 +39,9 @@ EMBER_HOST_DEVICE inline Uint4 generate(uint64_t seed, uint64_t block) {
   return {c0, c1, c2, c3};
 }
 
-EMBER_HOST_DEVICE inline uint32_t word(const Uint4& r, int i) {
-  return i == 0 ? r.x : i == 1 ? r.y : i == 2 ? r.z : r.w;
-}
-
 // Uniform in [0, 1) with 24 random bits (exactly representable in float).
 EMBER_HOST_DEVICE inline float uniform(uint32_t bits) { return float(bits >> 8) * (1.0f / 16777216.0f); }
+// Uniform in (0, 1], safe to take the log of.
+EMBER_HOST_DEVICE inline float uniform_open0(uint32_t bits) { return float((bits >> 8) + 1) * (1.0f / 16777216.0f); }
 
 }  // namespace ember::philox

@@ -6,6 +6,7 @@
 
 #include "core/autograd/accumulate_grad.h"
 #include "core/autograd/engine.h"
+#include "core/ops.h"
 #include "core/grad_mode.h"
 
 namespace ember {
