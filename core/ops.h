@@ -138,6 +138,21 @@ Tensor sum_to(const Tensor& x, const Shape& shape);
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
 
+// ---------------- dropout ----------------
+// Zeroes each element with probability p and scales the rest by 1 / (1 - p)
+// when training (identity otherwise). The mask is never stored: backward
+// regenerates it from the Philox state the forward used, so element i of
+// a given call gets the same keep/drop decision on CPU and CUDA.
+Tensor dropout(const Tensor& x, double p, bool training = true, Generator* gen = nullptr);
+
+// ---------------- normalization ----------------
+// torch.nn.functional.layer_norm: normalizes x over its last
+// normalized_shape.size() dims (which must equal normalized_shape) with the
+// biased variance, then scales by weight and shifts by bias (each optional,
+// of shape normalized_shape).
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {}, const Tensor& bias = {},
+                  double eps = 1e-5);
+
 // ---------------- linear algebra ----------------
 // torch.matmul: 1-D x 1-D dot, 2-D x 2-D, 1-D promoted and removed, and
 // batched N-D with broadcasting batch dims.

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "core/ops/elementwise_args.h"
+#include "kernels/acc_type.h"
 
 namespace ember::cpu {
 
@@ -19,7 +20,7 @@ void cpu_map_impl(const ElementwiseArgs& a, F&& f, std::index_sequence<I...>) {
   constexpr int N = sizeof...(In) + 1;
   if (a.contiguous) {
     Out* out = reinterpret_cast<Out*>(a.data[0]);
-    auto ins = std::make_tuple(reinterpret_cast<const In*>(a.data[I + 1])...);
+    [[maybe_unused]] auto ins = std::make_tuple(reinterpret_cast<const In*>(a.data[I + 1])...);
     for (int64_t i = 0; i < a.numel; ++i) out[i] = f(std::get<I>(ins)[i]...);
     return;
   }
@@ -75,11 +76,5 @@ void cpu_generate(const ElementwiseArgs& a, F&& f) {
     }
   }
 }
-
-// The type arithmetic on T is done in: float for the half types.
-template <typename T> struct acc { using type = T; };
-template <> struct acc<Half> { using type = float; };
-template <> struct acc<BFloat16> { using type = float; };
-template <typename T> using acc_t = typename acc<T>::type;
 
 }  // namespace ember::cpu
