@@ -127,6 +127,7 @@ std::pair<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim = false
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor argmin(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor argmax(const Tensor& x);  // over the flattened tensor
+Tensor argmin(const Tensor& x);  // over the flattened tensor
 // correction 1 is the unbiased estimator (PyTorch's default), 0 the population one.
 Tensor var(const Tensor& x, const Shape& dims = {}, int64_t correction = 1, bool keepdim = false);
 Tensor std(const Tensor& x, const Shape& dims = {}, int64_t correction = 1, bool keepdim = false);
