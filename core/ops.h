@@ -163,13 +163,19 @@ void set_allow_tf32(bool allow);
 bool allow_tf32();
 
 // ---------------- joining and splitting ----------------
+// cat promotes dtypes; sizes must match except along dim. As in PyTorch's
+// legacy rule, a 1-D tensor of shape [0] is skipped whatever the others' rank.
 Tensor cat(const TensorList& tensors, int64_t dim = 0);
-Tensor stack(const TensorList& tensors, int64_t dim = 0);
+Tensor stack(const TensorList& tensors, int64_t dim = 0);  // equal shapes; a new dim at dim
+// split and chunk return views of x (narrow), sharing its storage.
 TensorList split(const Tensor& x, int64_t split_size, int64_t dim = 0);
 TensorList split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim = 0);
 TensorList chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);  // as torch.chunk
 
 // ---------------- indexing ----------------
+// Indices are int64 or int32 tensors with values in [0, size of the indexed
+// dim); a bad value is an ember::Error naming the op, the value, the dim and
+// its size.
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
 // Returns a copy of x with src added at index along dim (out-of-place).

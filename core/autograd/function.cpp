@@ -67,6 +67,11 @@ bool needs_grad(const TensorList& inputs) {
 
 void record(const char* name, std::initializer_list<Tensor*> outputs, const TensorList& inputs,
             FunctionNode::Backward backward) {
+  record(name, std::vector<Tensor*>(outputs), inputs, std::move(backward));
+}
+
+void record(const char* name, const std::vector<Tensor*>& outputs, const TensorList& inputs,
+            FunctionNode::Backward backward) {
   std::vector<Edge> edges;
   std::vector<FunctionNode::InputMeta> metas;
   edges.reserve(inputs.size());

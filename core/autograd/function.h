@@ -68,8 +68,11 @@ inline bool needs_grad(const Tensor& a, const Tensor& b) { return needs_grad({&a
 inline bool needs_grad(const Tensor& a, const Tensor& b, const Tensor& c) { return needs_grad({&a, &b, &c}); }
 bool needs_grad(const TensorList& inputs);
 
-// Records `name` with its backward for outputs made from inputs.
+// Records `name` with its backward for outputs made from inputs. The vector
+// form serves ops with a run-time number of outputs (split, chunk).
 void record(const char* name, std::initializer_list<Tensor*> outputs, const TensorList& inputs,
+            FunctionNode::Backward backward);
+void record(const char* name, const std::vector<Tensor*>& outputs, const TensorList& inputs,
             FunctionNode::Backward backward);
 
 }  // namespace ember::autograd
