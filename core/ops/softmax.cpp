@@ -74,7 +74,13 @@ Tensor softmax_op(const char* op, const char* node, SoftmaxKind forward, Softmax
   if (needs_grad(x)) {
     SavedTensor sy = SavedTensor::output(y);
     record(node, {&y}, {x}, [=](const TensorList& g) {
-      return TensorList{softmax_backward_call(backward, g[0], sy.unpack(node), d)};
+      Tensor yv = sy.unpack(node);
+      if (GradMode::is_enabled()) {
+        // create_graph: the same formulas from recorded ops, for higher-order gradients.
+        if (backward == SoftmaxKind::SoftmaxBackward) return TensorList{yv * (g[0] - sum(g[0] * yv, {d}, true))};
+        return TensorList{g[0] - exp(yv) * sum(g[0], {d}, true)};
+      }
+      return TensorList{softmax_backward_call(backward, g[0], yv, d)};
     });
   }
   return y;
