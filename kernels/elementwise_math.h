@@ -38,7 +38,7 @@ EMBER_HOST_DEVICE inline T unary(T x) {
   if constexpr (Op == UnaryOp::Neg) return -x;
   else if constexpr (Op == UnaryOp::Abs) return x < T(0) ? -x : x;
   else if constexpr (Op == UnaryOp::Sign) return T((T(0) < x) - (x < T(0)));
-  else if constexpr (Op == UnaryOp::Relu) return x > T(0) ? x : T(0);
+  else if constexpr (Op == UnaryOp::Relu) return x < T(0) ? T(0) : x;  // NaN propagates, as in PyTorch
   else if constexpr (Op == UnaryOp::Square) return x * x;
   else if constexpr (Op == UnaryOp::LogicalNot) return !x;
   else if constexpr (Op == UnaryOp::Exp) return EMBER_MATH_FN(exp)(x);
@@ -64,8 +64,10 @@ template <BinaryOp Op, typename T>
 EMBER_HOST_DEVICE inline T binary(T a, T b) {
   if constexpr (Op == BinaryOp::Add) return a + b;
   else if constexpr (Op == BinaryOp::Sub) return a - b;
-  else if constexpr (Op == BinaryOp::Mul) return a * b;
-  else if constexpr (Op == BinaryOp::Div) return a / b;
+  else if constexpr (Op == BinaryOp::Mul) {
+    if constexpr (std::is_same_v<T, bool>) return a && b;
+    else return a * b;
+  } else if constexpr (Op == BinaryOp::Div) return a / b;
   else if constexpr (Op == BinaryOp::Maximum) {
     if constexpr (std::is_floating_point_v<T>) {
       if (a != a) return a;  // NaN propagates, as in PyTorch

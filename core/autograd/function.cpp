@@ -2,11 +2,28 @@
 #include "core/autograd/function.h"
 
 namespace ember::autograd {
+namespace {
+// The node whose backward closure runs on this thread (FunctionNode::apply).
+thread_local Node* running_node = nullptr;
 
-SavedTensor SavedTensor::output(const Tensor& t) {
+class RunningNode {
+ public:
+  explicit RunningNode(Node* n) : prev_(running_node) { running_node = n; }
+  ~RunningNode() { running_node = prev_; }
+  RunningNode(const RunningNode&) = delete;
+  RunningNode& operator=(const RunningNode&) = delete;
+
+ private:
+  Node* prev_;
+};
+}  // namespace
+
+SavedTensor SavedTensor::output(const Tensor& t, uint32_t output_nr) {
   SavedTensor s;
   s.tensor_ = t.detach();
   s.version_ = t.version();
+  s.is_output_ = true;
+  s.output_nr_ = output_nr;
   return s;
 }
 
@@ -17,7 +34,12 @@ Tensor SavedTensor::unpack(const char* node) const {
                             << dtype_name(tensor_.dtype()) << ", " << tensor_.device() << ") at version " << version_
                             << "; it is now at version " << tensor_.version()
                             << ". Use the out-of-place op, or clone() the tensor before changing it");
-  return tensor_;
+  if (!is_output_ || running_node == nullptr || !GradMode::is_enabled()) return tensor_;
+  // create_graph: the output as made by the running node, so that the
+  // backward formula's use of it is itself differentiable.
+  Tensor out = tensor_.detach();
+  set_history(out, running_node->shared_from_this(), output_nr_);
+  return out;
 }
 
 FunctionNode::FunctionNode(const char* name, Backward fn, std::vector<Edge> edges, std::vector<InputMeta> inputs,
@@ -34,7 +56,11 @@ TensorList FunctionNode::apply(TensorList&& grads) {
   EMBER_CHECK(fn_ != nullptr, "autograd: trying to backward through " << name_
                                   << " a second time, after its saved tensors were freed. Pass retain_graph=true "
                                      "to the first backward() if you need to backward twice");
-  TensorList out = fn_(grads);
+  TensorList out;
+  {
+    RunningNode running(this);
+    out = fn_(grads);
+  }
   EMBER_CHECK(out.size() == inputs_.size(), "autograd: " << name_ << " returned " << out.size()
                                                          << " gradients for " << inputs_.size() << " inputs");
   for (size_t i = 0; i < out.size(); ++i) {

@@ -6,7 +6,9 @@
 //   throws an ember::Error naming the node if the tensor was modified in
 //   place since (the classic "modified by an inplace operation" error).
 //   Save an op's own output with SavedTensor::output(): it is stored without
-//   its history, so node and output do not keep each other alive.
+//   its history, so node and output do not keep each other alive; under
+//   create_graph, unpack() inside the node's backward hands it back with that
+//   node as its grad_fn, so formulas using it are differentiated too.
 // - FunctionNode runs a backward closure. The closure gets one gradient per
 //   output (undefined = zero) and returns one per input (undefined = none);
 //   when every incoming gradient is undefined the closure is skipped. The
@@ -30,7 +32,8 @@ class SavedTensor {
  public:
   SavedTensor() = default;
   explicit SavedTensor(const Tensor& t) : tensor_(t), version_(t.defined() ? t.version() : 0) {}
-  static SavedTensor output(const Tensor& t);
+  // t is output `output_nr` of the op being recorded.
+  static SavedTensor output(const Tensor& t, uint32_t output_nr = 0);
   // The saved tensor; `node` names the op in the error if it was modified.
   Tensor unpack(const char* node) const;
   bool defined() const { return tensor_.defined(); }
@@ -38,6 +41,8 @@ class SavedTensor {
  private:
   Tensor tensor_;
   uint32_t version_ = 0;
+  bool is_output_ = false;
+  uint32_t output_nr_ = 0;
 };
 
 class FunctionNode final : public Node {

@@ -71,7 +71,49 @@ void check_not_bool(const char* op, DType t) {
   EMBER_CHECK(t != DType::Bool, op << ": not defined for bool tensors; use logical ops, or convert with .to()");
 }
 
+// The fused backward kernels compute a gradient formula in one pass but
+// record nothing. Under create_graph (grad mode on inside backward) the
+// formula is built from recorded ops instead, so it can be differentiated.
+Tensor tanh_backward(const Tensor& g, const Tensor& y) {
+  if (needs_grad(g, y)) return g * rsub(y * y, 1.0);
+  return binary_kernel_call(BinaryOp::TanhBackward, "tanh_backward", g, y, y.dtype());
+}
+
+Tensor sigmoid_backward(const Tensor& g, const Tensor& y) {
+  if (needs_grad(g, y)) return g * y * rsub(y, 1.0);
+  return binary_kernel_call(BinaryOp::SigmoidBackward, "sigmoid_backward", g, y, y.dtype());
+}
+
+Tensor relu_backward(const Tensor& g, const Tensor& y) {
+  if (needs_grad(g, y)) return where(gt(y, 0), g, zeros_like(g));
+  return binary_kernel_call(BinaryOp::ReluBackward, "relu_backward", g, y, y.dtype());
+}
+
+// g * gelu'(x). gelu' needs erf, which has no op of its own, so this records
+// its own backward: d/dg = gelu'(x), d/dx = g * gelu''(x) with
+// gelu''(x) = pdf(x) * (2 - x^2).
+Tensor gelu_backward(const Tensor& g, const Tensor& x) {
+  Tensor out = binary_kernel_call(BinaryOp::GeluBackward, "gelu_backward", g, x, x.dtype());
+  if (needs_grad(g, x)) {
+    SavedTensor sg(g), sx(x);
+    record("GeluBackwardBackward", {&out}, {g, x}, [sg, sx](const TensorList& gg) {
+      Tensor gv = sg.unpack("GeluBackwardBackward"), xv = sx.unpack("GeluBackwardBackward");
+      Tensor pdf = exp(xv * xv * -0.5) * 0.39894228040143267794;
+      return TensorList{gelu_backward(gg[0], xv), gg[0] * gv * pdf * rsub(xv * xv, 2.0)};
+    });
+  }
+  return out;
+}
+
 }  // namespace
+
+DType result_type(const Tensor& a, const Tensor& b) {
+  bool za = a.dim() == 0, zb = b.dim() == 0;
+  if (za == zb) return promote_types(a.dtype(), b.dtype());
+  DType dimmed = za ? b.dtype() : a.dtype(), zero = za ? a.dtype() : b.dtype();
+  auto category = [](DType t) { return is_floating(t) ? 2 : t == DType::Bool ? 0 : 1; };
+  return category(zero) > category(dimmed) ? promote_types(dimmed, zero) : dimmed;
+}
 
 // ---------------- unary ----------------
 
@@ -92,12 +134,9 @@ EMBER_FLOAT_UNARY(exp, Exp, "ExpBackward", SavedTensor::output(y), g[0] * s)
 EMBER_FLOAT_UNARY(log, Log, "LogBackward", SavedTensor(x), g[0] / s)
 EMBER_FLOAT_UNARY(sqrt, Sqrt, "SqrtBackward", SavedTensor::output(y), g[0] / (s * 2.0))
 EMBER_FLOAT_UNARY(rsqrt, Rsqrt, "RsqrtBackward", SavedTensor::output(y), g[0] * (s * s * s) * -0.5)
-EMBER_FLOAT_UNARY(tanh, Tanh, "TanhBackward", SavedTensor::output(y),
-                  binary_kernel_call(BinaryOp::TanhBackward, "tanh_backward", g[0], s, s.dtype()))
-EMBER_FLOAT_UNARY(sigmoid, Sigmoid, "SigmoidBackward", SavedTensor::output(y),
-                  binary_kernel_call(BinaryOp::SigmoidBackward, "sigmoid_backward", g[0], s, s.dtype()))
-EMBER_FLOAT_UNARY(gelu, Gelu, "GeluBackward", SavedTensor(x),
-                  binary_kernel_call(BinaryOp::GeluBackward, "gelu_backward", g[0], s, s.dtype()))
+EMBER_FLOAT_UNARY(tanh, Tanh, "TanhBackward", SavedTensor::output(y), tanh_backward(g[0], s))
+EMBER_FLOAT_UNARY(sigmoid, Sigmoid, "SigmoidBackward", SavedTensor::output(y), sigmoid_backward(g[0], s))
+EMBER_FLOAT_UNARY(gelu, Gelu, "GeluBackward", SavedTensor(x), gelu_backward(g[0], s))
 EMBER_FLOAT_UNARY(sin, Sin, "SinBackward", SavedTensor(x), g[0] * cos(s))
 EMBER_FLOAT_UNARY(cos, Cos, "CosBackward", SavedTensor(x), -(g[0] * sin(s)))
 EMBER_FLOAT_UNARY(reciprocal, Reciprocal, "ReciprocalBackward", SavedTensor::output(y), -(g[0] * s * s))
@@ -116,8 +155,7 @@ Tensor relu(const Tensor& x) {
   if (needs_grad(x)) {
     SavedTensor saved = SavedTensor::output(y);
     record("ReluBackward", {&y}, {x}, [saved](const TensorList& g) {
-      Tensor s = saved.unpack("ReluBackward");
-      return TensorList{binary_kernel_call(BinaryOp::ReluBackward, "relu_backward", g[0], s, s.dtype())};
+      return TensorList{relu_backward(g[0], saved.unpack("ReluBackward"))};
     });
   }
   return y;
@@ -171,7 +209,7 @@ Tensor pow(const Tensor& x, const Scalar& e) {
 }
 
 Tensor pow(const Tensor& x, const Tensor& e) {
-  DType compute = promote_types(x.dtype(), e.dtype());
+  DType compute = result_type(x, e);
   check_not_bool("pow", compute);
   Tensor y = binary_kernel_call(BinaryOp::Pow, "pow", x, e, compute);
   if (needs_grad(x, e)) {
@@ -181,7 +219,8 @@ Tensor pow(const Tensor& x, const Tensor& e) {
     record("PowBackward", {&y}, {x, e}, [=](const TensorList& g) {
       Tensor xv = sx.unpack("PowBackward"), ev = se.unpack("PowBackward");
       Tensor dx, de;
-      if (gx) dx = sum_to(g[0] * ev * pow(xv, ev - 1.0), xs);
+      // An exponent of 0 has derivative 0 in x, also at x == 0 (not 0 * inf).
+      if (gx) dx = sum_to(where(eq(ev, 0), zeros_like(g[0]), g[0] * ev * pow(xv, ev - 1.0)), xs);
       if (ge_) {
         // d/de x^e = x^e log x, taken as 0 where x == 0 and e >= 0 (PyTorch's convention).
         Tensor t = g[0] * sy.unpack("PowBackward") * log(xv);
@@ -218,7 +257,7 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi
 
 Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) {
   if (alpha.to_double() != 1.0) return add(a, mul(b, alpha));
-  Tensor y = binary_kernel_call(BinaryOp::Add, "add", a, b, promote_types(a.dtype(), b.dtype()));
+  Tensor y = binary_kernel_call(BinaryOp::Add, "add", a, b, result_type(a, b));
   if (needs_grad(a, b)) {
     Shape as = a.shape(), bs = b.shape();
     record("AddBackward", {&y}, {a, b}, [as, bs](const TensorList& g) { return TensorList{sum_to(g[0], as), sum_to(g[0], bs)}; });
@@ -228,7 +267,7 @@ Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) {
 
 Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) {
   if (alpha.to_double() != 1.0) return sub(a, mul(b, alpha));
-  DType compute = promote_types(a.dtype(), b.dtype());
+  DType compute = result_type(a, b);
   check_not_bool("sub", compute);
   Tensor y = binary_kernel_call(BinaryOp::Sub, "sub", a, b, compute);
   if (needs_grad(a, b)) {
@@ -239,7 +278,7 @@ Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) {
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
-  Tensor y = binary_kernel_call(BinaryOp::Mul, "mul", a, b, promote_types(a.dtype(), b.dtype()));
+  Tensor y = binary_kernel_call(BinaryOp::Mul, "mul", a, b, result_type(a, b));
   if (needs_grad(a, b)) {
     SavedTensor sa = b.requires_grad() ? SavedTensor(a) : SavedTensor();
     SavedTensor sb = a.requires_grad() ? SavedTensor(b) : SavedTensor();
@@ -254,7 +293,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
-  DType compute = promote_types(a.dtype(), b.dtype());
+  DType compute = result_type(a, b);
   if (!is_floating(compute)) compute = kDefaultFloat;  // true division
   Tensor y = binary_kernel_call(BinaryOp::Div, "div", a, b, compute);
   if (needs_grad(a, b)) {
@@ -272,7 +311,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
 
 namespace {
 Tensor min_max(BinaryOp op, const char* name, const char* node, const Tensor& a, const Tensor& b) {
-  Tensor y = binary_kernel_call(op, name, a, b, promote_types(a.dtype(), b.dtype()));
+  Tensor y = binary_kernel_call(op, name, a, b, result_type(a, b));
   if (needs_grad(a, b)) {
     SavedTensor sa(a), sb(b);
     Shape as = a.shape(), bs = b.shape();
@@ -359,7 +398,7 @@ Tensor logical_or(const Tensor& a, const Tensor& b) {
 namespace {
 Tensor compare_call(CompareOp op, const char* name, const Tensor& a, const Tensor& b) {
   Device dev = common_device(name, {&a, &b});
-  DType compute = promote_types(a.dtype(), b.dtype());
+  DType compute = result_type(a, b);
   Tensor ca = convert(a, compute, dev), cb = convert(b, compute, dev);
   Tensor out = empty(broadcast_shapes(name, a.shape(), b.shape()), DType::Bool, dev);
   compare_stub(dev.type)(op, make_elementwise_args(name, out, {&ca, &cb}), compute, {});
@@ -392,7 +431,7 @@ Tensor ge(const Tensor& a, const Scalar& b) { return compare_call(CompareOp::Ge,
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   EMBER_CHECK(cond.dtype() == DType::Bool, "where: the condition must be a bool tensor, got " << describe(cond));
   Device dev = common_device("where", {&cond, &a, &b});
-  DType compute = promote_types(a.dtype(), b.dtype());
+  DType compute = result_type(a, b);
   Shape shape = broadcast_shapes("where", cond.shape(), broadcast_shapes("where", a.shape(), b.shape()));
   Tensor cc = convert(cond, DType::Bool, dev), ca = convert(a, compute, dev), cb = convert(b, compute, dev);
   Tensor out = empty(shape, compute, dev);
