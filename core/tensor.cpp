@@ -166,6 +166,7 @@ Tensor Tensor::as_strided(const Shape& sizes, const Shape& strides, int64_t offs
                                                                    << shape_str(strides) << " differ in length");
   EMBER_CHECK(!needs_grad(*this), "as_strided: not differentiable in ember; use view, narrow, permute or expand, "
                                   "which are");
+  EMBER_CHECK(offset >= 0, "as_strided: negative storage offset " << offset << " for sizes " << shape_str(sizes));
   int64_t max_index = offset;
   for (size_t i = 0; i < sizes.size(); ++i) {
     EMBER_CHECK(sizes[i] >= 0 && strides[i] >= 0, "as_strided: negative size or stride in " << shape_str(sizes)

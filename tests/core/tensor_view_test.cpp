@@ -206,6 +206,10 @@ TEST(TensorView, AsStridedChecksTheStorageBounds) {
   Tensor w = x.as_strided({2, 2}, {1, 2}, 1);  // elements 1,3 / 2,4 of the flat storage
   EXPECT_EQ(to_vector<float>(w), (std::vector<float>{2, 4, 3, 5}));
   EXPECT_TRUE(throws_with([&] { x.as_strided({2, 3}, {3, 1}, 1); }, {"as_strided", "[2, 3]", "24 bytes"}));
+  EXPECT_TRUE(throws_with([&] { x.as_strided({2}, {1}, -1); }, {"as_strided", "offset -1", "[2]"}));
+  EXPECT_TRUE(throws_with([&] { x.as_strided({2}, {1, 1}, 0); }, {"as_strided", "[2]", "[1, 1]"}));
+  Tensor g = x.detach().set_requires_grad();
+  EXPECT_TRUE(throws_with([&] { g.as_strided({2}, {1}, 0); }, {"as_strided", "differentiable", "view"}));
 }
 
 // ---------------- gradients of the view ops ----------------
