@@ -13,6 +13,7 @@
 // - Errors are ember::Error naming the op, the shapes, dtypes and devices.
 #pragma once
 
+#include <array>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -72,6 +73,7 @@ Tensor sign(const Tensor& x);
 Tensor sin(const Tensor& x);
 Tensor cos(const Tensor& x);
 Tensor reciprocal(const Tensor& x);
+Tensor erf(const Tensor& x);
 Tensor square(const Tensor& x);
 Tensor pow(const Tensor& x, const Scalar& exponent);
 Tensor pow(const Tensor& x, const Tensor& exponent);
@@ -132,6 +134,7 @@ std::pair<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim = false
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor argmin(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor argmax(const Tensor& x);  // over the flattened tensor
+Tensor argmin(const Tensor& x);  // over the flattened tensor
 // correction 1 is the unbiased estimator (PyTorch's default), 0 the population one.
 Tensor var(const Tensor& x, const Shape& dims = {}, int64_t correction = 1, bool keepdim = false);
 Tensor std(const Tensor& x, const Shape& dims = {}, int64_t correction = 1, bool keepdim = false);
@@ -143,6 +146,41 @@ Tensor sum_to(const Tensor& x, const Shape& shape);
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
 
+// ---------------- dropout ----------------
+// Zeroes each element with probability p and scales the rest by 1 / (1 - p)
+// when training (identity otherwise). The mask is never stored: backward
+// regenerates it from the Philox state the forward used, so element i of
+// a given call gets the same keep/drop decision on CPU and CUDA.
+Tensor dropout(const Tensor& x, double p, bool training = true, Generator* gen = nullptr);
+
+// ---------------- normalization ----------------
+// torch.nn.functional.layer_norm: normalizes x over its last
+// normalized_shape.size() dims (which must equal normalized_shape) with the
+// biased variance, then scales by weight and shifts by bias (each optional,
+// of shape normalized_shape).
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {}, const Tensor& bias = {},
+                  double eps = 1e-5);
+
+// ---------------- convolution, pooling, batch norm (NCHW) ----------------
+using Int2 = std::array<int64_t, 2>;  // (height, width)
+
+// torch.nn.functional.conv2d: input (N, C_in, H, W), weight
+// (C_out, C_in / groups, kH, kW), bias (C_out) or undefined.
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, Int2 stride = {1, 1},
+              Int2 padding = {0, 0}, Int2 dilation = {1, 1}, int64_t groups = 1);
+// stride {0, 0} means stride = kernel_size, as PyTorch's default.
+Tensor max_pool2d(const Tensor& input, Int2 kernel_size, Int2 stride = {0, 0}, Int2 padding = {0, 0},
+                  Int2 dilation = {1, 1}, bool ceil_mode = false);
+Tensor avg_pool2d(const Tensor& input, Int2 kernel_size, Int2 stride = {0, 0}, Int2 padding = {0, 0},
+                  bool ceil_mode = false, bool count_include_pad = true);
+Tensor adaptive_avg_pool2d(const Tensor& input, Int2 output_size);
+// torch.nn.functional.batch_norm over input (N, C, *): in training, batch
+// statistics normalize and running_mean/running_var (if defined) are updated
+// in place with momentum (unbiased variance, as PyTorch); in eval, the
+// running statistics normalize. weight/bias (C) optional.
+Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight, const Tensor& bias, bool training, double momentum = 0.1, double eps = 1e-5);
+
 // ---------------- linear algebra ----------------
 // torch.matmul: 1-D x 1-D dot, 2-D x 2-D, 1-D promoted and removed, and
 // batched N-D with broadcasting batch dims.
@@ -152,13 +190,19 @@ void set_allow_tf32(bool allow);
 bool allow_tf32();
 
 // ---------------- joining and splitting ----------------
+// cat promotes dtypes; sizes must match except along dim. As in PyTorch's
+// legacy rule, a 1-D tensor of shape [0] is skipped whatever the others' rank.
 Tensor cat(const TensorList& tensors, int64_t dim = 0);
-Tensor stack(const TensorList& tensors, int64_t dim = 0);
+Tensor stack(const TensorList& tensors, int64_t dim = 0);  // equal shapes; a new dim at dim
+// split and chunk return views of x (narrow), sharing its storage.
 TensorList split(const Tensor& x, int64_t split_size, int64_t dim = 0);
 TensorList split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim = 0);
 TensorList chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);  // as torch.chunk
 
 // ---------------- indexing ----------------
+// Indices are int64 or int32 tensors with values in [0, size of the indexed
+// dim); a bad value is an ember::Error naming the op, the value, the dim and
+// its size.
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
 // Returns a copy of x with src added at index along dim (out-of-place).

@@ -2,19 +2,15 @@
 #include "core/autograd/function.h"
 
 namespace ember::autograd {
+
 namespace {
-// The node whose backward closure runs on this thread (FunctionNode::apply).
-thread_local Node* running_node = nullptr;
+// The FunctionNode whose backward closure is running on this thread.
+thread_local FunctionNode* running_node = nullptr;
 
-class RunningNode {
- public:
-  explicit RunningNode(Node* n) : prev_(running_node) { running_node = n; }
-  ~RunningNode() { running_node = prev_; }
-  RunningNode(const RunningNode&) = delete;
-  RunningNode& operator=(const RunningNode&) = delete;
-
- private:
-  Node* prev_;
+struct RunningNodeScope {
+  FunctionNode* previous;
+  explicit RunningNodeScope(FunctionNode* node) : previous(running_node) { running_node = node; }
+  ~RunningNodeScope() { running_node = previous; }
 };
 }  // namespace
 
@@ -34,12 +30,12 @@ Tensor SavedTensor::unpack(const char* node) const {
                             << dtype_name(tensor_.dtype()) << ", " << tensor_.device() << ") at version " << version_
                             << "; it is now at version " << tensor_.version()
                             << ". Use the out-of-place op, or clone() the tensor before changing it");
-  if (!is_output_ || running_node == nullptr || !GradMode::is_enabled()) return tensor_;
-  // create_graph: the output as made by the running node, so that the
-  // backward formula's use of it is itself differentiable.
-  Tensor out = tensor_.detach();
-  set_history(out, running_node->shared_from_this(), output_nr_);
-  return out;
+  if (is_output_ && running_node != nullptr && GradMode::is_enabled() && is_floating(tensor_.dtype())) {
+    Tensor reattached = tensor_.detach();
+    set_history(reattached, running_node->shared_from_this(), output_nr_);
+    return reattached;
+  }
+  return tensor_;
 }
 
 FunctionNode::FunctionNode(const char* name, Backward fn, std::vector<Edge> edges, std::vector<InputMeta> inputs,
@@ -58,7 +54,7 @@ TensorList FunctionNode::apply(TensorList&& grads) {
                                      "to the first backward() if you need to backward twice");
   TensorList out;
   {
-    RunningNode running(this);
+    RunningNodeScope scope(this);
     out = fn_(grads);
   }
   EMBER_CHECK(out.size() == inputs_.size(), "autograd: " << name_ << " returned " << out.size()
@@ -92,6 +88,11 @@ bool needs_grad(const TensorList& inputs) {
 }
 
 void record(const char* name, std::initializer_list<Tensor*> outputs, const TensorList& inputs,
+            FunctionNode::Backward backward) {
+  record(name, std::vector<Tensor*>(outputs), inputs, std::move(backward));
+}
+
+void record(const char* name, const std::vector<Tensor*>& outputs, const TensorList& inputs,
             FunctionNode::Backward backward) {
   std::vector<Edge> edges;
   std::vector<FunctionNode::InputMeta> metas;

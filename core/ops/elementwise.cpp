@@ -67,42 +67,27 @@ Tensor scalar_kernel_call(BinaryOp op, const char* name, const Tensor& a, const 
   return out;
 }
 
+// The fused backward kernels record no graph. Under create_graph (grad mode
+// on while a node runs), the same formula is composed from recorded ops so
+// that higher-order gradients are right; s is the saved x or y (reattached
+// to the graph by SavedTensor when it is an output).
+Tensor backward_formula(BinaryOp op, const char* name, const Tensor& g, const Tensor& s) {
+  if (!GradMode::is_enabled()) return binary_kernel_call(op, name, g, s, s.dtype());
+  switch (op) {
+    case BinaryOp::TanhBackward: return g * rsub(s * s, 1);
+    case BinaryOp::SigmoidBackward: return g * s * rsub(s, 1);
+    case BinaryOp::ReluBackward: return g * gt(s, 0);
+    case BinaryOp::GeluBackward: {
+      Tensor cdf = (erf(s * 0.70710678118654752440) + 1.0) * 0.5;
+      Tensor pdf = exp(square(s) * -0.5) * 0.39894228040143267794;
+      return g * (cdf + s * pdf);
+    }
+    default: EMBER_FAIL(name << ": no composed backward formula");
+  }
+}
+
 void check_not_bool(const char* op, DType t) {
   EMBER_CHECK(t != DType::Bool, op << ": not defined for bool tensors; use logical ops, or convert with .to()");
-}
-
-// The fused backward kernels compute a gradient formula in one pass but
-// record nothing. Under create_graph (grad mode on inside backward) the
-// formula is built from recorded ops instead, so it can be differentiated.
-Tensor tanh_backward(const Tensor& g, const Tensor& y) {
-  if (needs_grad(g, y)) return g * rsub(y * y, 1.0);
-  return binary_kernel_call(BinaryOp::TanhBackward, "tanh_backward", g, y, y.dtype());
-}
-
-Tensor sigmoid_backward(const Tensor& g, const Tensor& y) {
-  if (needs_grad(g, y)) return g * y * rsub(y, 1.0);
-  return binary_kernel_call(BinaryOp::SigmoidBackward, "sigmoid_backward", g, y, y.dtype());
-}
-
-Tensor relu_backward(const Tensor& g, const Tensor& y) {
-  if (needs_grad(g, y)) return where(gt(y, 0), g, zeros_like(g));
-  return binary_kernel_call(BinaryOp::ReluBackward, "relu_backward", g, y, y.dtype());
-}
-
-// g * gelu'(x). gelu' needs erf, which has no op of its own, so this records
-// its own backward: d/dg = gelu'(x), d/dx = g * gelu''(x) with
-// gelu''(x) = pdf(x) * (2 - x^2).
-Tensor gelu_backward(const Tensor& g, const Tensor& x) {
-  Tensor out = binary_kernel_call(BinaryOp::GeluBackward, "gelu_backward", g, x, x.dtype());
-  if (needs_grad(g, x)) {
-    SavedTensor sg(g), sx(x);
-    record("GeluBackwardBackward", {&out}, {g, x}, [sg, sx](const TensorList& gg) {
-      Tensor gv = sg.unpack("GeluBackwardBackward"), xv = sx.unpack("GeluBackwardBackward");
-      Tensor pdf = exp(xv * xv * -0.5) * 0.39894228040143267794;
-      return TensorList{gelu_backward(gg[0], xv), gg[0] * gv * pdf * rsub(xv * xv, 2.0)};
-    });
-  }
-  return out;
 }
 
 }  // namespace
@@ -134,9 +119,14 @@ EMBER_FLOAT_UNARY(exp, Exp, "ExpBackward", SavedTensor::output(y), g[0] * s)
 EMBER_FLOAT_UNARY(log, Log, "LogBackward", SavedTensor(x), g[0] / s)
 EMBER_FLOAT_UNARY(sqrt, Sqrt, "SqrtBackward", SavedTensor::output(y), g[0] / (s * 2.0))
 EMBER_FLOAT_UNARY(rsqrt, Rsqrt, "RsqrtBackward", SavedTensor::output(y), g[0] * (s * s * s) * -0.5)
-EMBER_FLOAT_UNARY(tanh, Tanh, "TanhBackward", SavedTensor::output(y), tanh_backward(g[0], s))
-EMBER_FLOAT_UNARY(sigmoid, Sigmoid, "SigmoidBackward", SavedTensor::output(y), sigmoid_backward(g[0], s))
-EMBER_FLOAT_UNARY(gelu, Gelu, "GeluBackward", SavedTensor(x), gelu_backward(g[0], s))
+EMBER_FLOAT_UNARY(tanh, Tanh, "TanhBackward", SavedTensor::output(y),
+                  backward_formula(BinaryOp::TanhBackward, "tanh_backward", g[0], s))
+EMBER_FLOAT_UNARY(sigmoid, Sigmoid, "SigmoidBackward", SavedTensor::output(y),
+                  backward_formula(BinaryOp::SigmoidBackward, "sigmoid_backward", g[0], s))
+EMBER_FLOAT_UNARY(gelu, Gelu, "GeluBackward", SavedTensor(x),
+                  backward_formula(BinaryOp::GeluBackward, "gelu_backward", g[0], s))
+EMBER_FLOAT_UNARY(erf, Erf, "ErfBackward", SavedTensor(x),
+                  g[0] * exp(-square(s)) * 1.12837916709551257390)
 EMBER_FLOAT_UNARY(sin, Sin, "SinBackward", SavedTensor(x), g[0] * cos(s))
 EMBER_FLOAT_UNARY(cos, Cos, "CosBackward", SavedTensor(x), -(g[0] * sin(s)))
 EMBER_FLOAT_UNARY(reciprocal, Reciprocal, "ReciprocalBackward", SavedTensor::output(y), -(g[0] * s * s))
@@ -155,7 +145,8 @@ Tensor relu(const Tensor& x) {
   if (needs_grad(x)) {
     SavedTensor saved = SavedTensor::output(y);
     record("ReluBackward", {&y}, {x}, [saved](const TensorList& g) {
-      return TensorList{relu_backward(g[0], saved.unpack("ReluBackward"))};
+      Tensor s = saved.unpack("ReluBackward");
+      return TensorList{backward_formula(BinaryOp::ReluBackward, "relu_backward", g[0], s)};
     });
   }
   return y;

@@ -264,10 +264,14 @@ void expect_binary(const BinaryCase& c, const Tensor& a, const Tensor& b, const 
 }
 
 TEST(Elementwise, EveryBinaryOpMatchesStdMathOnOddSizesAndLayouts) {
+  const Layout kAll[] = {Layout::Contiguous, Layout::Strided, Layout::Broadcast};
   for (const BinaryCase& c : binary_cases()) {
     for (int64_t n : {1, 7, 1023, 1025}) {
-      for (Layout la : {Layout::Contiguous, Layout::Strided, Layout::Broadcast}) {
-        for (Layout lb : {Layout::Contiguous, Layout::Strided, Layout::Broadcast}) {
+      for (Layout la : kAll) {
+        for (Layout lb : kAll) {
+          // Every pairing on small sizes; on large ones, each layout once per side.
+          if (n > 7 && la == lb && la != Layout::Contiguous) continue;
+          if (n > 7 && la != lb && la == Layout::Contiguous) continue;
           for (DType dt : {DType::Float32, DType::Float64}) {
             Tensor a = make_1d(spread(n, c.lo, c.hi), dt, la);
             Tensor b = make_1d(second_operand(n), dt, lb);
