@@ -307,6 +307,7 @@ TEST(AutogradEngine, SecondDerivativesOfUnaryOps) {
   EXPECT_TRUE(gradgradcheck(unary([](const Tensor& t) { return tanh(t); }), {x})) << "tanh";
   EXPECT_TRUE(gradgradcheck(unary([](const Tensor& t) { return sigmoid(t); }), {x})) << "sigmoid";
   EXPECT_TRUE(gradgradcheck(unary([](const Tensor& t) { return gelu(t); }), {x})) << "gelu";
+  EXPECT_TRUE(gradgradcheck(unary([](const Tensor& t) { return erf(t); }), {x})) << "erf";
   EXPECT_TRUE(gradgradcheck(unary([](const Tensor& t) { return relu(t); }), {x})) << "relu";
   EXPECT_TRUE(gradgradcheck(unary([](const Tensor& t) { return sin(t); }), {x})) << "sin";
   EXPECT_TRUE(gradgradcheck(unary([](const Tensor& t) { return cos(t); }), {x})) << "cos";

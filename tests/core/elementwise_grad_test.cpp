@@ -46,6 +46,7 @@ TEST(ElementwiseGrad, EveryUnaryOpOnContiguousAndStridedInputs) {
       {"sin", [](const Tensor& x) { return sin(x); }, false},
       {"cos", [](const Tensor& x) { return cos(x); }, false},
       {"reciprocal", [](const Tensor& x) { return reciprocal(x); }, false},
+      {"erf", [](const Tensor& x) { return erf(x); }, false},
       {"square", [](const Tensor& x) { return square(x); }, false},
       {"pow 3", [](const Tensor& x) { return pow(x, 3); }, false},
       {"pow -1.5", [](const Tensor& x) { return pow(x, -1.5); }, true},

@@ -120,6 +120,7 @@ const std::vector<UnaryCase>& unary_cases() {
       {"sin", [](const Tensor& x) { return sin(x); }, [](double x) { return std::sin(x); }, -6, 6},
       {"cos", [](const Tensor& x) { return cos(x); }, [](double x) { return std::cos(x); }, -6, 6},
       {"reciprocal", [](const Tensor& x) { return reciprocal(x); }, [](double x) { return 1 / x; }, 0.05, 9},
+      {"erf", [](const Tensor& x) { return erf(x); }, [](double x) { return std::erf(x); }, -3, 3},
       {"square", [](const Tensor& x) { return square(x); }, [](double x) { return x * x; }, -9, 9},
   };
   return cases;
