@@ -186,6 +186,10 @@ Tensor logical_not(const Tensor& x) {
 Tensor pow(const Tensor& x, const Scalar& e) {
   DType compute = promote_with_scalar(x.dtype(), e);
   check_not_bool("pow", compute);
+  EMBER_CHECK(is_floating(compute) || e.is_floating() || e.to_int() >= 0,
+              "pow: integers to negative integer powers are not allowed (tensor of " << detail::describe(x)
+                                                                                      << ", exponent " << e.to_int()
+                                                                                      << "); convert to a floating dtype first");
   Tensor y = scalar_kernel_call(BinaryOp::Pow, "pow", x, e, ScalarOperand::Side::Rhs, compute);
   if (needs_grad(x)) {
     SavedTensor saved(x);

@@ -73,7 +73,13 @@ Tensor& Tensor::copy_(const Tensor& src_in) {
               "copy_: source of shape " << shape_str(src_in.shape()) << " does not broadcast to the destination shape "
                                         << shape_str(shape()));
   Tensor src = unalias(*this, src_in.detach());
-  if (src.device() == device()) {
+  if (src.device() == device() && dim() > kMaxElementwiseDims) {
+    // More dims than a kernel takes (if they do not merge): copy slice by
+    // slice, so that contiguous() works for tensors of any rank.
+    NoGradGuard no_grad;
+    Tensor expanded = src.expand(shape());
+    for (int64_t i = 0; i < size(0); ++i) select(0, i).copy_(expanded.select(0, i));
+  } else if (src.device() == device()) {
     cast_stub(device().type)(make_elementwise_args("copy_", *this, {&src}), dtype(), src.dtype());
   } else {
     // Across devices: make a dense copy in the destination dtype on the
