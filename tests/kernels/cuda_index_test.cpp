@@ -93,12 +93,13 @@ TEST(CudaIndex, IndexSelectOddSizes) {
       Tensor rows = random_values({4, n}, DType::Float16, uint64_t(n) + 2);
       Tensor cols = random_values({n, 3}, DType::Float32, uint64_t(n) + 3);
       Tensor r = random_index(4, {7}, it, uint64_t(n) + 4), c = random_index(3, {5}, it, uint64_t(n) + 5);
+      Tensor rn = random_index(n, {9}, it, uint64_t(n) + 6);
       EXPECT_TRUE(cuda_matches_cpu(
           [](const TensorList& in) {
             return TensorList{index_select(in[0], 0, in[2]), index_select(in[1], 1, in[3]),
-                              index_select(in[1], 0, in[2])};
+                              index_select(in[1], 0, in[4])};
           },
-          {rows, cols, r, c}))
+          {rows, cols, r, c, rn}))
           << n << " " << dtype_name(it);
     }
   }
