@@ -54,10 +54,18 @@ EMBER_HOST_DEVICE inline T unary(T x) {
   else static_assert(Op == UnaryOp::Neg, "unhandled unary op");
 }
 
-// Ops that are defined for every dtype (the rest need floating types).
-constexpr bool unary_allows_integral(UnaryOp op) {
-  return op == UnaryOp::Neg || op == UnaryOp::Abs || op == UnaryOp::Sign || op == UnaryOp::Relu ||
-         op == UnaryOp::Square || op == UnaryOp::LogicalNot;
+template <typename T>
+constexpr bool is_float_type = std::is_floating_point_v<T> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+
+// Whether a kernel exists for Op on element type T (the front-end promotes
+// or rejects the other combinations before dispatch): bool has only logical
+// not; integers have the ops that stay integral.
+template <UnaryOp Op, typename T>
+constexpr bool unary_supported() {
+  if constexpr (std::is_same_v<T, bool>) return Op == UnaryOp::LogicalNot;
+  else if constexpr (is_float_type<T>) return Op != UnaryOp::LogicalNot;
+  else return Op == UnaryOp::Neg || Op == UnaryOp::Abs || Op == UnaryOp::Sign || Op == UnaryOp::Relu ||
+              Op == UnaryOp::Square;
 }
 
 template <BinaryOp Op, typename T>
@@ -104,6 +112,18 @@ EMBER_HOST_DEVICE inline T binary(T a, T b) {
 constexpr bool binary_is_backward(BinaryOp op) {
   return op == BinaryOp::ReluBackward || op == BinaryOp::GeluBackward || op == BinaryOp::TanhBackward ||
          op == BinaryOp::SigmoidBackward;
+}
+
+// Whether a kernel exists for Op on element type T: logical ops on bool
+// only, true division and the fused backward formulas on floating types only,
+// no subtraction or power of bools.
+template <BinaryOp Op, typename T>
+constexpr bool binary_supported() {
+  if constexpr (Op == BinaryOp::LogicalAnd || Op == BinaryOp::LogicalOr) return std::is_same_v<T, bool>;
+  else if constexpr (binary_is_backward(Op) || Op == BinaryOp::Div) return is_float_type<T>;
+  else if constexpr (std::is_same_v<T, bool>) return Op == BinaryOp::Add || Op == BinaryOp::Mul ||
+                                                     Op == BinaryOp::Maximum || Op == BinaryOp::Minimum;
+  else return true;
 }
 
 template <CompareOp Op, typename T>

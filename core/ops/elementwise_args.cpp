@@ -28,6 +28,7 @@ ElementwiseArgs make_elementwise_args(const char* op, const Tensor& out, std::in
                                               << shape_str(shape));
   args.noperands = int(inputs.size()) + 1;
   args.numel = out.numel();
+  args.device = out.device().index;
 
   // Per-operand strides aligned to the output's dims (broadcast dims: 0).
   int64_t strides[kMaxElementwiseOperands][kMaxElementwiseDims];

@@ -22,6 +22,7 @@ struct ElementwiseArgs {
   int ndim = 0;
   int noperands = 0;
   int64_t numel = 0;
+  int device = 0;           // the CUDA device index of the operands (0 on the CPU)
   bool contiguous = false;  // every operand dense and in the same order: index i is element i
   int64_t sizes[kMaxElementwiseDims] = {};                              // innermost dim last
   int64_t strides[kMaxElementwiseOperands][kMaxElementwiseDims] = {};  // [operand][dim]

@@ -11,20 +11,14 @@
 namespace ember::cpu {
 namespace {
 
-template <typename T>
-constexpr bool is_float_v = std::is_floating_point_v<T> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
-
 void unary_kernel(UnaryOp op, const ElementwiseArgs& args, DType dtype) {
   EMBER_DISPATCH_DTYPE(dtype, "unary", [&]<typename T>() {
     using A = acc_t<T>;
     EMBER_SWITCH_UNARY_OP(op, OP, {
-      if constexpr (std::is_same_v<T, bool>) {
-        EMBER_CHECK(OP == UnaryOp::LogicalNot, "unary op " << int(op) << " is not defined for bool");
-        if constexpr (OP == UnaryOp::LogicalNot) cpu_map<bool, bool>(args, [](bool x) { return !x; });
-      } else if constexpr (is_float_v<T> || math::unary_allows_integral(OP)) {
+      if constexpr (math::unary_supported<OP, T>()) {
         cpu_map<T, T>(args, [](T x) { return T(math::unary<OP>(A(x))); });
       } else {
-        EMBER_FAIL("unary op " << int(op) << " needs a floating dtype, got " << dtype_name(dtype));
+        EMBER_FAIL("unary op " << int(op) << " has no kernel for dtype " << dtype_name(dtype));
       }
     });
   });
@@ -34,10 +28,7 @@ void binary_kernel(BinaryOp op, const ElementwiseArgs& args, DType dtype, const 
   EMBER_DISPATCH_DTYPE(dtype, "binary", [&]<typename T>() {
     using A = acc_t<T>;
     EMBER_SWITCH_BINARY_OP(op, OP, {
-      constexpr bool valid = !(math::binary_is_backward(OP) && !is_float_v<T>) &&
-                             !(std::is_same_v<T, bool> && (OP == BinaryOp::Sub || OP == BinaryOp::Div ||
-                                                           OP == BinaryOp::Pow));
-      if constexpr (!valid) {
+      if constexpr (!math::binary_supported<OP, T>()) {
         EMBER_FAIL("binary op " << int(op) << " is not defined for dtype " << dtype_name(dtype));
       } else if (scalar.side == ScalarOperand::Side::None) {
         cpu_map<T, T, T>(args, [](T a, T b) { return T(math::binary<OP>(A(a), A(b))); });
@@ -83,7 +74,7 @@ void cast_kernel(const ElementwiseArgs& args, DType out_dtype, DType in_dtype) {
       if constexpr (std::is_same_v<O, I>) {
         cpu_map<O, I>(args, [](I x) { return x; });
       } else if constexpr (std::is_same_v<O, bool>) {
-        cpu_map<O, I>(args, [](I x) { return float(acc_t<I>(x)) != 0.0f || acc_t<I>(x) != acc_t<I>(0); });
+        cpu_map<O, I>(args, [](I x) { return acc_t<I>(x) != acc_t<I>(0); });
       } else {
         // Through the wider of the two compute types, so int64 -> double is exact.
         cpu_map<O, I>(args, [](I x) { return O(acc_t<O>(acc_t<I>(x))); });

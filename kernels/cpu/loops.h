@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "core/ops/elementwise_args.h"
+#include "kernels/acc_type.h"
 
 namespace ember::cpu {
 
@@ -75,11 +76,5 @@ void cpu_generate(const ElementwiseArgs& a, F&& f) {
     }
   }
 }
-
-// The type arithmetic on T is done in: float for the half types.
-template <typename T> struct acc { using type = T; };
-template <> struct acc<Half> { using type = float; };
-template <> struct acc<BFloat16> { using type = float; };
-template <typename T> using acc_t = typename acc<T>::type;
 
 }  // namespace ember::cpu

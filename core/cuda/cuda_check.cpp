@@ -1,0 +1,87 @@
+// Turns CUDA runtime errors into ember::Error messages that say what to do.
+#include "core/cuda/cuda_check.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "core/cuda/stream.h"
+#include "core/error.h"
+
+namespace ember::cuda::detail {
+namespace {
+
+// Errors after which the CUDA context is lost: every later call fails too.
+bool is_sticky(cudaError_t err) {
+  switch (err) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorAssert:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorECCUncorrectable:
+    case cudaErrorLaunchTimeout:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::string advice(cudaError_t err) {
+  if (is_sticky(err)) {
+    std::string s = " The CUDA context is lost: restart the process.";
+    if (!launch_blocking()) {
+      s += " A kernel's error is reported by a later CUDA call than the kernel that caused it; rerun with "
+           "EMBER_LAUNCH_BLOCKING=1 to find the op.";
+    }
+    return s;
+  }
+  switch (err) {
+    case cudaErrorNoDevice:
+    case cudaErrorInsufficientDriver:
+    case cudaErrorStubLibrary:
+      return " No usable CUDA driver or GPU was found: run on a machine with an NVIDIA GPU and driver, check "
+             "CUDA_VISIBLE_DEVICES, or keep tensors on the CPU.";
+    case cudaErrorMemoryAllocation:
+      return " Lower the batch size or use activation checkpointing.";
+    case cudaErrorInvalidDeviceFunction:
+    case cudaErrorNoKernelImageForDevice:
+      return " ember was not compiled for this GPU's architecture: rebuild with -DCMAKE_CUDA_ARCHITECTURES set to "
+             "its compute capability (90 for H100/H200).";
+    default:
+      return "";
+  }
+}
+
+}  // namespace
+
+void throw_cuda_error(cudaError_t err, const char* expr, const char* file, int line) {
+  // A recoverable error also sits in the runtime's last-error slot; clear it
+  // so the next EMBER_CUDA_CHECK_LAUNCH does not report it again.
+  if (!is_sticky(err)) cudaGetLastError();
+  ember::detail::throw_error(std::string("CUDA error ") + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) +
+                                 ") in `" + expr + "`." + advice(err),
+                             file, line);
+}
+
+bool launch_blocking() {
+  static const bool on = [] {
+    for (const char* name : {"EMBER_LAUNCH_BLOCKING", "CUDA_LAUNCH_BLOCKING"}) {
+      const char* v = std::getenv(name);
+      if (v != nullptr && std::strcmp(v, "1") == 0) return true;
+    }
+    return false;
+  }();
+  return on;
+}
+
+void check_launch(cudaError_t err, const char* file, int line) {
+  if (err != cudaSuccess) throw_cuda_error(err, "kernel launch", file, line);
+  err = cudaStreamSynchronize(current_stream().handle());
+  if (err != cudaSuccess) throw_cuda_error(err, "kernel execution (synchronized by EMBER_LAUNCH_BLOCKING=1)", file, line);
+}
+
+}  // namespace ember::cuda::detail

@@ -1,0 +1,108 @@
+// Device discovery and selection on top of the CUDA runtime.
+#include "core/cuda/device.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+
+#include "core/cuda/cuda_check.h"
+#include "core/error.h"
+
+namespace ember::cuda {
+namespace {
+
+struct DeviceCount {
+  int count = 0;
+  std::string why_none;  // the runtime's reason when count is 0
+};
+
+const DeviceCount& counted() {
+  static const DeviceCount c = [] {
+    DeviceCount r;
+    int n = 0;
+    const cudaError_t err = cudaGetDeviceCount(&n);
+    if (err != cudaSuccess) {
+      cudaGetLastError();  // no driver or no GPU is an answer here, not an error to keep
+      r.why_none = std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err);
+      return r;
+    }
+    r.count = std::min(n, kMaxDevices);
+    if (n == 0) r.why_none = "the CUDA driver reports no GPU";
+    return r;
+  }();
+  return c;
+}
+
+}  // namespace
+
+int device_count() { return counted().count; }
+
+bool is_available() { return device_count() > 0; }
+
+std::string visible_devices_env() {
+  const char* v = std::getenv("CUDA_VISIBLE_DEVICES");
+  return v == nullptr ? "unset" : v;
+}
+
+void check_device(int device) {
+  const DeviceCount& c = counted();
+  if (device >= 0 && device < c.count) [[likely]] return;
+  if (c.count == 0) {
+    EMBER_FAIL("Invalid device id " << device << ": no CUDA device is visible (CUDA_VISIBLE_DEVICES="
+                                    << visible_devices_env() << "; " << c.why_none
+                                    << "). Run on a machine with an NVIDIA GPU and driver, or keep tensors on the CPU");
+  }
+  EMBER_FAIL("Invalid device id " << device << ": " << c.count << " CUDA devices are visible (CUDA_VISIBLE_DEVICES="
+                                  << visible_devices_env() << "); use ids in [0, " << c.count - 1 << "]");
+}
+
+int current_device() {
+  check_device(0);  // the clear "no CUDA device" error rather than the runtime's
+  int d = 0;
+  EMBER_CUDA_CHECK(cudaGetDevice(&d));
+  return d;
+}
+
+void set_device(int device) {
+  check_device(device);
+  EMBER_CUDA_CHECK(cudaSetDevice(device));
+}
+
+void synchronize(int device) {
+  DeviceGuard guard(device == -1 ? current_device() : device);
+  EMBER_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+const DeviceProperties& properties(int device) {
+  if (device == -1) device = current_device();
+  check_device(device);
+  static std::unique_ptr<DeviceProperties> cache[kMaxDevices];
+  static std::once_flag once[kMaxDevices];
+  std::call_once(once[device], [device] {
+    cudaDeviceProp p{};
+    EMBER_CUDA_CHECK(cudaGetDeviceProperties(&p, device));
+    auto props = std::make_unique<DeviceProperties>();
+    props->name = p.name;
+    props->total_memory = p.totalGlobalMem;
+    props->multiprocessor_count = p.multiProcessorCount;
+    props->major = p.major;
+    props->minor = p.minor;
+    props->l2_cache_size = p.l2CacheSize;
+    props->shared_memory_per_block_optin = p.sharedMemPerBlockOptin;
+    cache[device] = std::move(props);
+  });
+  return *cache[device];
+}
+
+DeviceGuard::DeviceGuard(int device) : original_(current_device()), device_(device) {
+  if (device_ != original_) set_device(device_);
+}
+
+DeviceGuard::~DeviceGuard() {
+  // A destructor must not throw; restoring a device that was valid a moment
+  // ago only fails when the context is already lost.
+  if (device_ != original_) cudaSetDevice(original_);
+}
+
+}  // namespace ember::cuda
