@@ -2,7 +2,9 @@
 // vectorized loops and Eigen maps never straddle a cache line at the start).
 #include "core/allocator.h"
 
+#include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 
 #include "core/error.h"
@@ -19,9 +21,12 @@ class CpuAllocator final : public Allocator {
       throw OutOfMemoryError("CPU allocator: cannot allocate " + std::to_string(nbytes) +
                              " bytes of host memory; lower the batch size or the model size");
     }
+    if (p != nullptr && allocation_poisoning()) std::memset(p, 0xFF, rounded);
     return DataPtr(p, &std::free);
   }
 };
+
+std::atomic<bool> poisoning{false};
 
 Allocator*& slot(DeviceType type) {
   static Allocator* table[kNumDeviceTypes] = {nullptr, nullptr};
@@ -42,5 +47,8 @@ Allocator& allocator_for(DeviceType type) {
 }
 
 void register_allocator(DeviceType type, Allocator* allocator) { slot(type) = allocator; }
+
+void set_allocation_poisoning(bool on) { poisoning.store(on, std::memory_order_relaxed); }
+bool allocation_poisoning() { return poisoning.load(std::memory_order_relaxed); }
 
 }  // namespace ember

@@ -27,4 +27,10 @@ class Allocator {
 Allocator& allocator_for(DeviceType type);
 void register_allocator(DeviceType type, Allocator* allocator);
 
+// Debugging aid for kernel tests: while on, every new allocation (CPU and
+// CUDA) is filled with 0xFF bytes (NaN for floating types, -1 for integers)
+// before it is handed out, so an element no kernel wrote shows up.
+void set_allocation_poisoning(bool on);
+bool allocation_poisoning();
+
 }  // namespace ember

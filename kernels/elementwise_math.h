@@ -70,7 +70,9 @@ constexpr bool unary_supported() {
 
 template <BinaryOp Op, typename T>
 EMBER_HOST_DEVICE inline T binary(T a, T b) {
-  if constexpr (Op == BinaryOp::Add) return a + b;
+  if constexpr (std::is_same_v<T, bool> && Op == BinaryOp::Add) return a || b;  // as PyTorch: logical or
+  else if constexpr (std::is_same_v<T, bool> && Op == BinaryOp::Mul) return a && b;
+  else if constexpr (Op == BinaryOp::Add) return a + b;
   else if constexpr (Op == BinaryOp::Sub) return a - b;
   else if constexpr (Op == BinaryOp::Mul) return a * b;
   else if constexpr (Op == BinaryOp::Div) return a / b;

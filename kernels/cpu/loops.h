@@ -20,7 +20,7 @@ void cpu_map_impl(const ElementwiseArgs& a, F&& f, std::index_sequence<I...>) {
   constexpr int N = sizeof...(In) + 1;
   if (a.contiguous) {
     Out* out = reinterpret_cast<Out*>(a.data[0]);
-    auto ins = std::make_tuple(reinterpret_cast<const In*>(a.data[I + 1])...);
+    [[maybe_unused]] auto ins = std::make_tuple(reinterpret_cast<const In*>(a.data[I + 1])...);
     for (int64_t i = 0; i < a.numel; ++i) out[i] = f(std::get<I>(ins)[i]...);
     return;
   }

@@ -7,6 +7,20 @@
 namespace ember::cuda {
 namespace {
 
+template <BinaryOp OP, typename A>
+struct BinaryFn {
+  __device__ A operator()(A a, A b) const { return math::binary<OP>(a, b); }
+};
+
+template <BinaryOp OP, typename A>
+struct BinaryScalarFn {
+  A scalar;
+  bool scalar_is_lhs;
+  __device__ A operator()(A x) const {
+    return scalar_is_lhs ? math::binary<OP>(scalar, x) : math::binary<OP>(x, scalar);
+  }
+};
+
 void binary_kernel(BinaryOp op, const ElementwiseArgs& args, DType dtype, const ScalarOperand& scalar) {
   EMBER_DISPATCH_DTYPE(dtype, "binary", [&]<typename T>() {
     using A = acc_t<T>;
@@ -14,11 +28,9 @@ void binary_kernel(BinaryOp op, const ElementwiseArgs& args, DType dtype, const 
       if constexpr (!math::binary_supported<OP, T>()) {
         EMBER_FAIL("binary op " << int(op) << " has no kernel for dtype " << dtype_name(dtype));
       } else if (scalar.side == ScalarOperand::Side::None) {
-        launch_map<T, T, T>(args, [] __device__(A a, A b) { return math::binary<OP>(a, b); });
+        launch_map<T, T, T>(args, BinaryFn<OP, A>{});
       } else {
-        A s = scalar.value.to<A>();
-        bool lhs = scalar.side == ScalarOperand::Side::Lhs;
-        launch_map<T, T>(args, [s, lhs] __device__(A x) { return lhs ? math::binary<OP>(s, x) : math::binary<OP>(x, s); });
+        launch_map<T, T>(args, BinaryScalarFn<OP, A>{scalar.value.to<A>(), scalar.side == ScalarOperand::Side::Lhs});
       }
     });
   });

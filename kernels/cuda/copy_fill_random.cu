@@ -6,45 +6,59 @@
 namespace ember::cuda {
 namespace {
 
+// Converts between compute types; to bool means "is nonzero".
+template <typename O, typename I>
+struct CastFn {
+  __device__ acc_t<O> operator()(acc_t<I> x) const {
+    if constexpr (std::is_same_v<O, bool>) return x != acc_t<I>(0);
+    else return acc_t<O>(x);
+  }
+};
+
+template <typename A>
+struct FillFn {
+  A value;
+  __device__ A operator()() const { return value; }
+};
+
+template <typename A>
+struct UniformFn {
+  uint64_t seed, offset;
+  float lo, span;
+  __device__ A operator()(int64_t i) const {
+    philox::Uint4 r = philox::generate(seed, offset + uint64_t(i));
+    return A(lo + span * philox::uniform(r.x));
+  }
+};
+
+template <typename A>
+struct NormalFn {
+  uint64_t seed, offset;
+  float mean, std;
+  __device__ A operator()(int64_t i) const {
+    philox::Uint4 r = philox::generate(seed, offset + uint64_t(i));
+    float u1 = philox::uniform_open0(r.x), u2 = philox::uniform(r.y);
+    return A(mean + std * (sqrtf(-2.0f * logf(u1)) * cosf(6.2831853071795864769f * u2)));
+  }
+};
+
 void cast_kernel(const ElementwiseArgs& args, DType out_dtype, DType in_dtype) {
   EMBER_DISPATCH_DTYPE(out_dtype, "copy", [&]<typename O>() {
-    EMBER_DISPATCH_DTYPE(in_dtype, "copy", [&]<typename I>() {
-      if constexpr (std::is_same_v<O, I>) {
-        launch_map<O, I>(args, [] __device__(acc_t<I> x) { return x; });
-      } else if constexpr (std::is_same_v<O, bool>) {
-        launch_map<O, I>(args, [] __device__(acc_t<I> x) { return x != acc_t<I>(0); });
-      } else {
-        launch_map<O, I>(args, [] __device__(acc_t<I> x) { return acc_t<O>(x); });
-      }
-    });
+    EMBER_DISPATCH_DTYPE(in_dtype, "copy", [&]<typename I>() { launch_map<O, I>(args, CastFn<O, I>{}); });
   });
 }
 
 void fill_kernel(const ElementwiseArgs& args, DType dtype, const Scalar& value) {
-  EMBER_DISPATCH_DTYPE(dtype, "fill", [&]<typename T>() {
-    acc_t<T> v = value.to<acc_t<T>>();
-    launch_map<T>(args, [v] __device__() { return v; });
-  });
+  EMBER_DISPATCH_DTYPE(dtype, "fill", [&]<typename T>() { launch_map<T>(args, FillFn<acc_t<T>>{value.to<acc_t<T>>()}); });
 }
 
 void random_kernel(const ElementwiseArgs& args, DType dtype, RandomKind kind, GeneratorState st, double a, double b) {
   EMBER_DISPATCH_FLOAT(dtype, "random", [&]<typename T>() {
     using A = acc_t<T>;
-    uint64_t seed = st.seed, offset = st.offset;
     if (kind == RandomKind::Uniform) {
-      float lo = float(a), span = float(b - a);
-      launch_generate<T>(args, [=] __device__(int64_t i) {
-        philox::Uint4 r = philox::generate(seed, offset + uint64_t(i));
-        return A(lo + span * philox::uniform(r.x));
-      });
+      launch_generate<T>(args, UniformFn<A>{st.seed, st.offset, float(a), float(b - a)});
     } else {
-      float mean = float(a), std = float(b);
-      launch_generate<T>(args, [=] __device__(int64_t i) {
-        philox::Uint4 r = philox::generate(seed, offset + uint64_t(i));
-        float u1 = philox::uniform_open0(r.x), u2 = philox::uniform(r.y);
-        float z = sqrtf(-2.0f * logf(u1)) * cosf(6.2831853071795864769f * u2);
-        return A(mean + std * z);
-      });
+      launch_generate<T>(args, NormalFn<A>{st.seed, st.offset, float(a), float(b)});
     }
   });
 }

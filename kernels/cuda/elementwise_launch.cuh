@@ -8,7 +8,9 @@
 // - Everything else (strided, broadcast, misaligned) takes a path that
 //   computes each operand's offset from the linear index, 32-bit index math
 //   when every offset fits.
-// f is a __device__ functor taking and returning acc_t values; the 16-bit
+// f is a functor with a __device__ operator() taking and returning acc_t
+// values (a struct: nvcc forbids __device__ lambdas inside the templated
+// dispatch lambdas); the 16-bit
 // float types are converted with the hardware intrinsics (round to nearest
 // even, like the CPU's Half/BFloat16).
 #pragma once
@@ -65,7 +67,7 @@ __device__ __forceinline__ void compute_vec(F& f, Out* out, const Vec<In, N>&...
   *reinterpret_cast<Vec<Out, N>*>(out) = o;
 }
 
-template <int N, typename Out, typename... In, typename F>
+template <int N, typename Out, typename F, typename... In>
 __global__ void vectorized_kernel(int64_t n, F f, Out* out, const In*... in) {
   const int64_t per_block = int64_t(kBlock) * N * kUnroll;
   const int64_t base = int64_t(blockIdx.x) * per_block + int64_t(threadIdx.x) * N;
@@ -104,7 +106,7 @@ __device__ __forceinline__ void strided_element(const ElementwiseArgs& a, Index 
   out[off[0]] = from_acc<Out>(f(to_acc(reinterpret_cast<const In*>(a.data[I + 1])[off[I + 1]])...));
 }
 
-template <typename Index, typename Out, typename... In, typename F>
+template <typename Index, typename Out, typename F, typename... In>
 __global__ void strided_kernel(const ElementwiseArgs a, F f) {
   Index i = Index(blockIdx.x) * kBlock + Index(threadIdx.x);
   if (int64_t(i) >= a.numel) return;
@@ -133,14 +135,14 @@ void launch_map_impl(const ElementwiseArgs& a, F f, std::index_sequence<I...>) {
   if (a.contiguous && aligned) {
     int64_t per_block = int64_t(kBlock) * N * kUnroll;
     int64_t blocks = (a.numel + per_block - 1) / per_block;
-    vectorized_kernel<N, Out, In...><<<unsigned(blocks), kBlock, 0, stream>>>(
+    vectorized_kernel<N, Out, F, In...><<<unsigned(blocks), kBlock, 0, stream>>>(
         a.numel, f, reinterpret_cast<Out*>(a.data[0]), reinterpret_cast<const In*>(a.data[I + 1])...);
   } else {
     int64_t blocks = (a.numel + kBlock - 1) / kBlock;
     if (max_offset(a) <= INT32_MAX) {
-      strided_kernel<uint32_t, Out, In...><<<unsigned(blocks), kBlock, 0, stream>>>(a, f);
+      strided_kernel<uint32_t, Out, F, In...><<<unsigned(blocks), kBlock, 0, stream>>>(a, f);
     } else {
-      strided_kernel<int64_t, Out, In...><<<unsigned(blocks), kBlock, 0, stream>>>(a, f);
+      strided_kernel<int64_t, Out, F, In...><<<unsigned(blocks), kBlock, 0, stream>>>(a, f);
     }
   }
   EMBER_CUDA_CHECK_LAUNCH();

@@ -6,11 +6,16 @@
 namespace ember::cuda {
 namespace {
 
+template <UnaryOp OP, typename A>
+struct UnaryFn {
+  __device__ A operator()(A x) const { return math::unary<OP>(x); }
+};
+
 void unary_kernel(UnaryOp op, const ElementwiseArgs& args, DType dtype) {
   EMBER_DISPATCH_DTYPE(dtype, "unary", [&]<typename T>() {
     EMBER_SWITCH_UNARY_OP(op, OP, {
       if constexpr (math::unary_supported<OP, T>()) {
-        launch_map<T, T>(args, [] __device__(acc_t<T> x) { return math::unary<OP>(x); });
+        launch_map<T, T>(args, UnaryFn<OP, acc_t<T>>{});
       } else {
         EMBER_FAIL("unary op " << int(op) << " has no kernel for dtype " << dtype_name(dtype));
       }

@@ -1,0 +1,130 @@
+// CUDA elementwise kernels against their CPU counterparts: every op, odd
+// sizes, non-contiguous and broadcast views, every dtype, gradients.
+#include <gtest/gtest.h>
+
+#include "support/cuda_compare.h"
+
+namespace ember {
+namespace {
+
+using testing::cuda_matches_cpu;
+using testing::odd_sizes;
+
+const DType kFloatTypes[] = {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16};
+
+Tensor random_input(const Shape& shape, DType dtype, uint64_t seed) {
+  Generator g(seed);
+  return randn(shape, DType::Float32, kCPU, &g).to(dtype);
+}
+
+TEST(CudaElementwise, UnaryFloatOpsAllSizesAndDtypes) {
+  EMBER_REQUIRE_CUDA();
+  using Fn = Tensor (*)(const Tensor&);
+  const std::pair<const char*, Fn> ops[] = {
+      {"neg", &neg}, {"exp", &exp}, {"tanh", &tanh}, {"sigmoid", &sigmoid}, {"relu", &relu}, {"gelu", &gelu},
+      {"abs", &abs}, {"sign", &sign}, {"sin", &sin}, {"cos", &cos}, {"square", &square}, {"reciprocal", &reciprocal}};
+  for (DType dt : kFloatTypes) {
+    for (int64_t n : odd_sizes()) {
+      Tensor x = random_input({n}, dt, uint64_t(n));
+      for (auto [name, fn] : ops) {
+        EXPECT_TRUE(cuda_matches_cpu([fn](const TensorList& in) { return TensorList{fn(in[0])}; }, {x}))
+            << name << " " << dtype_name(dt) << " n=" << n;
+      }
+      Tensor pos = abs(x) + 0.5;
+      for (Fn fn : {Fn(&log), Fn(&sqrt), Fn(&rsqrt)}) {
+        EXPECT_TRUE(cuda_matches_cpu([fn](const TensorList& in) { return TensorList{fn(in[0])}; }, {pos}));
+      }
+    }
+  }
+}
+
+TEST(CudaElementwise, BinaryOpsWithBroadcastAndStrides) {
+  EMBER_REQUIRE_CUDA();
+  for (DType dt : kFloatTypes) {
+    Tensor a = random_input({33, 65}, dt, 1), b = random_input({65}, dt, 2), c = random_input({65, 33}, dt, 3);
+    auto check = [&](auto fn) { EXPECT_TRUE(cuda_matches_cpu(fn, {a, b, c})) << dtype_name(dt); };
+    check([](const TensorList& in) { return TensorList{in[0] + in[1], in[0] - in[1], in[0] * in[1], in[0] / in[1]}; });
+    check([](const TensorList& in) { return TensorList{maximum(in[0], in[2].t()), minimum(in[0], in[2].t())}; });
+    check([](const TensorList& in) { return TensorList{in[0].narrow(1, 3, 40) * in[2].t().narrow(1, 1, 40)}; });
+    check([](const TensorList& in) { return TensorList{in[0] * 2.5, 1.5 - in[0], 3.0 / (abs(in[0]) + 1.0)}; });
+    check([](const TensorList& in) { return TensorList{pow(abs(in[0]) + 0.1, in[1]), pow(in[0], 2)}; });
+    check([](const TensorList& in) { return TensorList{in[0].unsqueeze(2).expand({33, 65, 3}) + 1.0}; });
+  }
+}
+
+TEST(CudaElementwise, IntegerAndBoolOps) {
+  EMBER_REQUIRE_CUDA();
+  for (int64_t n : odd_sizes()) {
+    Tensor a = randint(-50, 50, {n}, DType::Int64), b = randint(1, 9, {n}, DType::Int32);
+    EXPECT_TRUE(cuda_matches_cpu(
+        [](const TensorList& in) {
+          return TensorList{in[0] + in[1], in[0] * in[1], in[0] - 3, maximum(in[0], in[1]), abs(in[0]),
+                            pow(in[1], 3), in[0] / in[1], in[0] > in[1], eq(in[0], 7), logical_not(in[0] > 0)};
+        },
+        {a, b}))
+        << n;
+  }
+}
+
+TEST(CudaElementwise, ComparisonsWhereCastsAndFills) {
+  EMBER_REQUIRE_CUDA();
+  Tensor a = random_input({17, 31}, DType::Float32, 5), b = random_input({31}, DType::Float32, 6);
+  EXPECT_TRUE(cuda_matches_cpu(
+      [](const TensorList& in) {
+        return TensorList{in[0] < in[1], ge(in[0], 0.25), where(in[0] > in[1], in[0], in[1]),
+                          where(in[0] > 0, in[0], 0.0)};
+      },
+      {a, b}));
+  for (DType from : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::Int32, DType::Int64,
+                     DType::Bool}) {
+    Tensor x = (random_input({1025}, DType::Float32, 7) * 100.0).to(from);
+    for (DType to : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::Int32, DType::Int64,
+                     DType::Bool}) {
+      EXPECT_TRUE(cuda_matches_cpu([to](const TensorList& in) { return TensorList{in[0].to(to), in[0].t().to(to)}; },
+                                   {x}))
+          << dtype_name(from) << " -> " << dtype_name(to);
+    }
+  }
+  EXPECT_TRUE(cuda_matches_cpu(
+      [](const TensorList& in) {
+        Tensor z = zeros_like(in[0]);
+        z.narrow(0, 1, 3).fill_(2.5);
+        return TensorList{z, full({5, 7}, 3, DType::Int64, in[0].device())};
+      },
+      {a}));
+}
+
+TEST(CudaElementwise, RandomMatchesCpuForTheSameSeed) {
+  EMBER_REQUIRE_CUDA();
+  for (int64_t n : odd_sizes()) {
+    Generator g1(42), g2(42);
+    Tensor u_cpu = rand({n}, DType::Float32, kCPU, &g1), u_gpu = rand({n}, DType::Float32, cuda_device(0), &g2);
+    EXPECT_TRUE(testing::tensors_close(u_gpu, u_cpu, {0, 0}));
+    Tensor z_cpu = randn({n}, DType::Float32, kCPU, &g1), z_gpu = randn({n}, DType::Float32, cuda_device(0), &g2);
+    EXPECT_TRUE(testing::tensors_close(z_gpu, z_cpu, {1e-5, 1e-5}));
+  }
+}
+
+TEST(CudaElementwise, GradientsMatchCpu) {
+  EMBER_REQUIRE_CUDA();
+  Tensor a = random_input({9, 13}, DType::Float32, 11).set_requires_grad();
+  Tensor b = random_input({13}, DType::Float32, 12).set_requires_grad();
+  EXPECT_TRUE(cuda_matches_cpu(
+      [](const TensorList& in) {
+        return TensorList{(in[0] * in[1]).tanh() + in[0].sigmoid() * in[0].gelu() - relu(in[0] / (abs(in[1]) + 1.0))};
+      },
+      {a, b}, /*grads=*/true));
+}
+
+TEST(CudaElementwise, CrossDeviceCopiesRoundTrip) {
+  EMBER_REQUIRE_CUDA();
+  Tensor x = random_input({65, 33}, DType::Float32, 13);
+  Tensor back = x.t().to(cuda_device(0)).to(kCPU);
+  EXPECT_TRUE(testing::tensors_close(back, x.t().contiguous(), {0, 0}));
+  Tensor dst = zeros({33, 65}, DType::Float64, cuda_device(0));
+  dst.t().copy_(x);  // strided destination, dtype change, across devices
+  EXPECT_TRUE(testing::tensors_close(dst.t().to(kCPU), x.to(DType::Float64), {0, 0}));
+}
+
+}  // namespace
+}  // namespace ember

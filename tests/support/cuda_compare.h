@@ -1,0 +1,50 @@
+// The one CUDA-vs-CPU comparison every CUDA kernel's test uses.
+//
+// cuda_matches_cpu(fn, inputs) runs fn on the CPU inputs and on copies of
+// them on cuda:0, and compares every output element with a tolerance per
+// dtype. fn should make its own views (t(), narrow, expand...) so the CUDA
+// run sees the same strided layouts. Allocations are poisoned (NaN bytes)
+// during the CUDA run, so an element a kernel forgot to write fails.
+// With grads = true the inputs that require grad are leaves on both devices,
+// a random gradient is sent backward from every floating output, and the
+// input gradients are compared too.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "ember.h"
+
+#define EMBER_REQUIRE_CUDA()                                 \
+  do {                                                       \
+    if (!::ember::testing::cuda_available()) {               \
+      GTEST_SKIP() << "no CUDA device: CUDA test skipped";   \
+    }                                                        \
+  } while (0)
+
+namespace ember::testing {
+
+bool cuda_available();
+
+struct Tolerance {
+  double rtol;
+  double atol;
+};
+// float64 1e-10, float32 1e-5, bfloat16 1.6e-2, float16 2e-3 (relative; the
+// absolute part is the same number), exact for integers and bool.
+Tolerance tolerance_for(DType dtype);
+
+// Element-wise comparison of `actual` (any device) with `expected`; NaN
+// positions must agree. The message names the first mismatches and indices.
+::testing::AssertionResult tensors_close(const Tensor& actual, const Tensor& expected, Tolerance tol);
+::testing::AssertionResult tensors_close(const Tensor& actual, const Tensor& expected);
+
+::testing::AssertionResult cuda_matches_cpu(const std::function<TensorList(const TensorList&)>& fn,
+                                            const TensorList& cpu_inputs, bool grads = false,
+                                            std::optional<Tolerance> tol = {});
+
+// Sizes every elementwise kernel is tested at: 1, 7, 1023, 1025, 65537.
+const std::vector<int64_t>& odd_sizes();
+
+}  // namespace ember::testing
