@@ -71,6 +71,7 @@ Tensor sign(const Tensor& x);
 Tensor sin(const Tensor& x);
 Tensor cos(const Tensor& x);
 Tensor reciprocal(const Tensor& x);
+Tensor erf(const Tensor& x);
 Tensor square(const Tensor& x);
 Tensor pow(const Tensor& x, const Scalar& exponent);
 Tensor pow(const Tensor& x, const Tensor& exponent);
@@ -127,6 +128,7 @@ std::pair<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim = false
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor argmin(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor argmax(const Tensor& x);  // over the flattened tensor
+Tensor argmin(const Tensor& x);  // over the flattened tensor
 // correction 1 is the unbiased estimator (PyTorch's default), 0 the population one.
 Tensor var(const Tensor& x, const Shape& dims = {}, int64_t correction = 1, bool keepdim = false);
 Tensor std(const Tensor& x, const Shape& dims = {}, int64_t correction = 1, bool keepdim = false);
@@ -138,6 +140,21 @@ Tensor sum_to(const Tensor& x, const Shape& shape);
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
 
+// ---------------- dropout ----------------
+// Zeroes each element with probability p and scales the rest by 1 / (1 - p)
+// when training (identity otherwise). The mask is never stored: backward
+// regenerates it from the Philox state the forward used, so element i of
+// a given call gets the same keep/drop decision on CPU and CUDA.
+Tensor dropout(const Tensor& x, double p, bool training = true, Generator* gen = nullptr);
+
+// ---------------- normalization ----------------
+// torch.nn.functional.layer_norm: normalizes x over its last
+// normalized_shape.size() dims (which must equal normalized_shape) with the
+// biased variance, then scales by weight and shifts by bias (each optional,
+// of shape normalized_shape).
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {}, const Tensor& bias = {},
+                  double eps = 1e-5);
+
 // ---------------- linear algebra ----------------
 // torch.matmul: 1-D x 1-D dot, 2-D x 2-D, 1-D promoted and removed, and
 // batched N-D with broadcasting batch dims.
@@ -147,13 +164,19 @@ void set_allow_tf32(bool allow);
 bool allow_tf32();
 
 // ---------------- joining and splitting ----------------
+// cat promotes dtypes; sizes must match except along dim. As in PyTorch's
+// legacy rule, a 1-D tensor of shape [0] is skipped whatever the others' rank.
 Tensor cat(const TensorList& tensors, int64_t dim = 0);
-Tensor stack(const TensorList& tensors, int64_t dim = 0);
+Tensor stack(const TensorList& tensors, int64_t dim = 0);  // equal shapes; a new dim at dim
+// split and chunk return views of x (narrow), sharing its storage.
 TensorList split(const Tensor& x, int64_t split_size, int64_t dim = 0);
 TensorList split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim = 0);
 TensorList chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);  // as torch.chunk
 
 // ---------------- indexing ----------------
+// Indices are int64 or int32 tensors with values in [0, size of the indexed
+// dim); a bad value is an ember::Error naming the op, the value, the dim and
+// its size.
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
 // Returns a copy of x with src added at index along dim (out-of-place).

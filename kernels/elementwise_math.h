@@ -51,6 +51,7 @@ EMBER_HOST_DEVICE inline T unary(T x) {
   else if constexpr (Op == UnaryOp::Sin) return EMBER_MATH_FN(sin)(x);
   else if constexpr (Op == UnaryOp::Cos) return EMBER_MATH_FN(cos)(x);
   else if constexpr (Op == UnaryOp::Reciprocal) return T(1) / x;
+  else if constexpr (Op == UnaryOp::Erf) return EMBER_MATH_FN(erf)(x);
   else static_assert(Op == UnaryOp::Neg, "unhandled unary op");
 }
 
@@ -166,6 +167,7 @@ EMBER_HOST_DEVICE inline bool compare(T a, T b) {
     EMBER_OP_CASE_(::ember::UnaryOp, Reciprocal, OP, __VA_ARGS__)               \
     EMBER_OP_CASE_(::ember::UnaryOp, Square, OP, __VA_ARGS__)                   \
     EMBER_OP_CASE_(::ember::UnaryOp, LogicalNot, OP, __VA_ARGS__)               \
+    EMBER_OP_CASE_(::ember::UnaryOp, Erf, OP, __VA_ARGS__)                      \
   }
 
 #define EMBER_SWITCH_BINARY_OP(op, OP, ...)                                     \

@@ -3,10 +3,23 @@
 
 namespace ember::autograd {
 
-SavedTensor SavedTensor::output(const Tensor& t) {
+namespace {
+// The FunctionNode whose backward closure is running on this thread.
+thread_local FunctionNode* running_node = nullptr;
+
+struct RunningNodeScope {
+  FunctionNode* previous;
+  explicit RunningNodeScope(FunctionNode* node) : previous(running_node) { running_node = node; }
+  ~RunningNodeScope() { running_node = previous; }
+};
+}  // namespace
+
+SavedTensor SavedTensor::output(const Tensor& t, uint32_t output_nr) {
   SavedTensor s;
   s.tensor_ = t.detach();
   s.version_ = t.version();
+  s.is_output_ = true;
+  s.output_nr_ = output_nr;
   return s;
 }
 
@@ -17,6 +30,11 @@ Tensor SavedTensor::unpack(const char* node) const {
                             << dtype_name(tensor_.dtype()) << ", " << tensor_.device() << ") at version " << version_
                             << "; it is now at version " << tensor_.version()
                             << ". Use the out-of-place op, or clone() the tensor before changing it");
+  if (is_output_ && running_node != nullptr && GradMode::is_enabled() && is_floating(tensor_.dtype())) {
+    Tensor reattached = tensor_.detach();
+    set_history(reattached, running_node->shared_from_this(), output_nr_);
+    return reattached;
+  }
   return tensor_;
 }
 
@@ -34,7 +52,11 @@ TensorList FunctionNode::apply(TensorList&& grads) {
   EMBER_CHECK(fn_ != nullptr, "autograd: trying to backward through " << name_
                                   << " a second time, after its saved tensors were freed. Pass retain_graph=true "
                                      "to the first backward() if you need to backward twice");
-  TensorList out = fn_(grads);
+  TensorList out;
+  {
+    RunningNodeScope scope(this);
+    out = fn_(grads);
+  }
   EMBER_CHECK(out.size() == inputs_.size(), "autograd: " << name_ << " returned " << out.size()
                                                          << " gradients for " << inputs_.size() << " inputs");
   for (size_t i = 0; i < out.size(); ++i) {
@@ -66,6 +88,11 @@ bool needs_grad(const TensorList& inputs) {
 }
 
 void record(const char* name, std::initializer_list<Tensor*> outputs, const TensorList& inputs,
+            FunctionNode::Backward backward) {
+  record(name, std::vector<Tensor*>(outputs), inputs, std::move(backward));
+}
+
+void record(const char* name, const std::vector<Tensor*>& outputs, const TensorList& inputs,
             FunctionNode::Backward backward) {
   std::vector<Edge> edges;
   std::vector<FunctionNode::InputMeta> metas;

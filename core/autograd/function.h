@@ -6,7 +6,9 @@
 //   throws an ember::Error naming the node if the tensor was modified in
 //   place since (the classic "modified by an inplace operation" error).
 //   Save an op's own output with SavedTensor::output(): it is stored without
-//   its history, so node and output do not keep each other alive.
+//   its history, so node and output do not keep each other alive; unpacked
+//   while the node runs with grad mode on (create_graph), it gets the node
+//   back as its grad_fn, so higher-order gradients flow through it.
 // - FunctionNode runs a backward closure. The closure gets one gradient per
 //   output (undefined = zero) and returns one per input (undefined = none);
 //   when every incoming gradient is undefined the closure is skipped. The
@@ -30,7 +32,7 @@ class SavedTensor {
  public:
   SavedTensor() = default;
   explicit SavedTensor(const Tensor& t) : tensor_(t), version_(t.defined() ? t.version() : 0) {}
-  static SavedTensor output(const Tensor& t);
+  static SavedTensor output(const Tensor& t, uint32_t output_nr = 0);
   // The saved tensor; `node` names the op in the error if it was modified.
   Tensor unpack(const char* node) const;
   bool defined() const { return tensor_.defined(); }
@@ -38,6 +40,8 @@ class SavedTensor {
  private:
   Tensor tensor_;
   uint32_t version_ = 0;
+  bool is_output_ = false;
+  uint32_t output_nr_ = 0;
 };
 
 class FunctionNode final : public Node {
@@ -68,8 +72,11 @@ inline bool needs_grad(const Tensor& a, const Tensor& b) { return needs_grad({&a
 inline bool needs_grad(const Tensor& a, const Tensor& b, const Tensor& c) { return needs_grad({&a, &b, &c}); }
 bool needs_grad(const TensorList& inputs);
 
-// Records `name` with its backward for outputs made from inputs.
+// Records `name` with its backward for outputs made from inputs. The vector
+// form serves ops with a run-time number of outputs (split, chunk).
 void record(const char* name, std::initializer_list<Tensor*> outputs, const TensorList& inputs,
+            FunctionNode::Backward backward);
+void record(const char* name, const std::vector<Tensor*>& outputs, const TensorList& inputs,
             FunctionNode::Backward backward);
 
 }  // namespace ember::autograd

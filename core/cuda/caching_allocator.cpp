@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/allocator.h"
+#include "core/cuda/cuda_check.h"
 #include "core/cuda/device.h"
 #include "core/cuda/device_cache.h"
 #include "core/error.h"
@@ -48,7 +49,13 @@ class CudaCachingAllocator final : public Allocator {
     const int d = device.index;
     check_device(d);
     if (nbytes == 0) return DataPtr(nullptr, &free_nothing);
-    return DataPtr(cache(d).allocate(nbytes, current_stream(d).handle()), kDeleters[d]);
+    cudaStream_t stream = current_stream(d).handle();
+    void* p = cache(d).allocate(nbytes, stream);
+    if (allocation_poisoning()) {
+      DeviceGuard guard(d);
+      EMBER_CUDA_CHECK(cudaMemsetAsync(p, 0xFF, nbytes, stream));
+    }
+    return DataPtr(p, kDeleters[d]);
   }
 };
 

@@ -24,7 +24,7 @@ const DeviceCount& counted() {
     const cudaError_t err = cudaGetDeviceCount(&n);
     if (err != cudaSuccess) {
       cudaGetLastError();  // no driver or no GPU is an answer here, not an error to keep
-      r.why_none = std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err);
+      r.why_none = std::string("the CUDA runtime reports ") + cudaGetErrorName(err) + ": " + cudaGetErrorString(err);
       return r;
     }
     r.count = std::min(n, kMaxDevices);

@@ -245,13 +245,14 @@ void DeviceCache::throw_out_of_memory(size_t requested, size_t segment) {
   size_t free_bytes = 0, total_bytes = 0;
   if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) cudaGetLastError();
   std::ostringstream msg;
-  msg << "CUDA out of memory: tried to allocate " << format_bytes(requested) << " (" << requested
-      << " bytes, as a segment of " << format_bytes(segment) << ") on cuda:" << device_ << ". The device has "
+  msg << "CUDA out of memory: tried to allocate " << format_bytes(requested) << " (" << requested << " bytes";
+  if (segment > round_size(requested)) msg << ", in a new cache segment of " << format_bytes(segment);
+  msg << ") on cuda:" << device_ << ". The device has "
       << format_bytes(total_bytes) << " in total, of which " << format_bytes(free_bytes) << " is free; ember has "
       << format_bytes(stats_.allocated) << " allocated to tensors and " << format_bytes(stats_.reserved)
       << " reserved in its cache (already released what it could and retried). ";
   if (requested > total_bytes) {
-    msg << "The request alone is larger than the device; ";
+    msg << "The request alone is larger than the device. ";
   }
   msg << "Lower the batch size, use activation checkpointing, or free tensors you no longer need.";
   throw OutOfMemoryError(msg.str());

@@ -67,6 +67,25 @@ Tensor scalar_kernel_call(BinaryOp op, const char* name, const Tensor& a, const 
   return out;
 }
 
+// The fused backward kernels record no graph. Under create_graph (grad mode
+// on while a node runs), the same formula is composed from recorded ops so
+// that higher-order gradients are right; s is the saved x or y (reattached
+// to the graph by SavedTensor when it is an output).
+Tensor backward_formula(BinaryOp op, const char* name, const Tensor& g, const Tensor& s) {
+  if (!GradMode::is_enabled()) return binary_kernel_call(op, name, g, s, s.dtype());
+  switch (op) {
+    case BinaryOp::TanhBackward: return g * rsub(s * s, 1);
+    case BinaryOp::SigmoidBackward: return g * s * rsub(s, 1);
+    case BinaryOp::ReluBackward: return g * gt(s, 0);
+    case BinaryOp::GeluBackward: {
+      Tensor cdf = (erf(s * 0.70710678118654752440) + 1.0) * 0.5;
+      Tensor pdf = exp(square(s) * -0.5) * 0.39894228040143267794;
+      return g * (cdf + s * pdf);
+    }
+    default: EMBER_FAIL(name << ": no composed backward formula");
+  }
+}
+
 void check_not_bool(const char* op, DType t) {
   EMBER_CHECK(t != DType::Bool, op << ": not defined for bool tensors; use logical ops, or convert with .to()");
 }
@@ -93,11 +112,13 @@ EMBER_FLOAT_UNARY(log, Log, "LogBackward", SavedTensor(x), g[0] / s)
 EMBER_FLOAT_UNARY(sqrt, Sqrt, "SqrtBackward", SavedTensor::output(y), g[0] / (s * 2.0))
 EMBER_FLOAT_UNARY(rsqrt, Rsqrt, "RsqrtBackward", SavedTensor::output(y), g[0] * (s * s * s) * -0.5)
 EMBER_FLOAT_UNARY(tanh, Tanh, "TanhBackward", SavedTensor::output(y),
-                  binary_kernel_call(BinaryOp::TanhBackward, "tanh_backward", g[0], s, s.dtype()))
+                  backward_formula(BinaryOp::TanhBackward, "tanh_backward", g[0], s))
 EMBER_FLOAT_UNARY(sigmoid, Sigmoid, "SigmoidBackward", SavedTensor::output(y),
-                  binary_kernel_call(BinaryOp::SigmoidBackward, "sigmoid_backward", g[0], s, s.dtype()))
+                  backward_formula(BinaryOp::SigmoidBackward, "sigmoid_backward", g[0], s))
 EMBER_FLOAT_UNARY(gelu, Gelu, "GeluBackward", SavedTensor(x),
-                  binary_kernel_call(BinaryOp::GeluBackward, "gelu_backward", g[0], s, s.dtype()))
+                  backward_formula(BinaryOp::GeluBackward, "gelu_backward", g[0], s))
+EMBER_FLOAT_UNARY(erf, Erf, "ErfBackward", SavedTensor(x),
+                  g[0] * exp(-square(s)) * 1.12837916709551257390)
 EMBER_FLOAT_UNARY(sin, Sin, "SinBackward", SavedTensor(x), g[0] * cos(s))
 EMBER_FLOAT_UNARY(cos, Cos, "CosBackward", SavedTensor(x), -(g[0] * sin(s)))
 EMBER_FLOAT_UNARY(reciprocal, Reciprocal, "ReciprocalBackward", SavedTensor::output(y), -(g[0] * s * s))
@@ -117,7 +138,7 @@ Tensor relu(const Tensor& x) {
     SavedTensor saved = SavedTensor::output(y);
     record("ReluBackward", {&y}, {x}, [saved](const TensorList& g) {
       Tensor s = saved.unpack("ReluBackward");
-      return TensorList{binary_kernel_call(BinaryOp::ReluBackward, "relu_backward", g[0], s, s.dtype())};
+      return TensorList{backward_formula(BinaryOp::ReluBackward, "relu_backward", g[0], s)};
     });
   }
   return y;

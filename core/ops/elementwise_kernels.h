@@ -17,7 +17,7 @@
 namespace ember {
 
 enum class UnaryOp : uint8_t {
-  Neg, Exp, Log, Sqrt, Rsqrt, Tanh, Sigmoid, Relu, Gelu, Abs, Sign, Sin, Cos, Reciprocal, Square, LogicalNot
+  Neg, Exp, Log, Sqrt, Rsqrt, Tanh, Sigmoid, Relu, Gelu, Abs, Sign, Sin, Cos, Reciprocal, Square, LogicalNot, Erf
 };
 
 // a op b. The *Backward ops fuse a gradient formula: a is the incoming

@@ -1,0 +1,45 @@
+// dropout: a fused mask-and-scale whose mask is regenerated in backward.
+#include "core/autograd/function.h"
+#include "core/ops.h"
+#include "core/ops/dropout_kernels.h"
+
+namespace ember {
+
+KernelStub<DropoutKernelFn> dropout_stub("dropout");
+
+namespace {
+Tensor apply_mask(const Tensor& in, const DropoutArgs& base) {
+  Tensor src = in.detach().contiguous();
+  Tensor out = empty(src.shape(), src.dtype(), src.device());
+  DropoutArgs a = base;
+  a.n = src.numel();
+  a.in = src.data_ptr();
+  a.out = out.data_ptr();
+  if (a.n > 0) dropout_stub(src.device().type)(a);
+  return out;
+}
+}  // namespace
+
+Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
+  EMBER_CHECK(p >= 0.0 && p <= 1.0, "dropout: probability has to be between 0 and 1, but got " << p);
+  EMBER_CHECK(is_floating(x.dtype()), "dropout: expected a floating tensor, got " << dtype_name(x.dtype()));
+  if (!training || p == 0.0) return x;
+  if (p == 1.0) return x * 0.0;
+  Generator& g = gen ? *gen : default_generator(x.device());
+  DropoutArgs a;
+  a.device = x.device().index;
+  a.dtype = x.dtype();
+  a.state = g.reserve(uint64_t(x.numel()));
+  a.p = float(p);
+  a.scale = float(1.0 / (1.0 - p));
+  Tensor y = apply_mask(x, a);
+  if (autograd::needs_grad(x)) {
+    autograd::record("DropoutBackward", {&y}, {x}, [a](const TensorList& grads) {
+      EMBER_CHECK(!GradMode::is_enabled(), "dropout: double backward (create_graph=true) is not supported");
+      return TensorList{apply_mask(grads[0], a)};
+    });
+  }
+  return y;
+}
+
+}  // namespace ember

@@ -1,0 +1,31 @@
+// Kernel signature and stub of dropout.
+//
+// Contract: in and out are dense arrays of n elements of dtype; element i is
+// kept when philox::uniform(generate(seed, offset + i).x) >= p, and then
+// multiplied by scale, else written as 0. Running the kernel on the
+// incoming gradient with the same state applies the same mask (backward).
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "core/generator.h"
+#include "core/kernel_stub.h"
+
+namespace ember {
+
+struct DropoutArgs {
+  int device = 0;
+  int64_t n = 0;
+  DType dtype = DType::Float32;
+  const void* in = nullptr;
+  void* out = nullptr;
+  GeneratorState state;
+  float p = 0.5f;
+  float scale = 2.0f;
+};
+
+using DropoutKernelFn = void(const DropoutArgs& args);
+extern KernelStub<DropoutKernelFn> dropout_stub;
+
+}  // namespace ember

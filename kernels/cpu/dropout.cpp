@@ -1,0 +1,24 @@
+// CPU dropout kernel (contract in core/ops/dropout_kernels.h).
+#include "core/ops/dropout_kernels.h"
+#include "core/philox.h"
+#include "kernels/acc_type.h"
+
+namespace ember::cpu {
+namespace {
+
+void dropout_kernel(const DropoutArgs& a) {
+  EMBER_DISPATCH_FLOAT(a.dtype, "dropout", [&]<typename T>() {
+    const T* in = static_cast<const T*>(a.in);
+    T* out = static_cast<T*>(a.out);
+    for (int64_t i = 0; i < a.n; ++i) {
+      bool keep = philox::uniform(philox::generate(a.state.seed, a.state.offset + uint64_t(i)).x) >= a.p;
+      out[i] = keep ? T(acc_t<T>(acc_t<T>(in[i]) * acc_t<T>(a.scale))) : T(0.0f);
+    }
+  });
+}
+
+}  // namespace
+
+EMBER_REGISTER_KERNEL(dropout_stub, DeviceType::CPU, dropout_kernel);
+
+}  // namespace ember::cpu
