@@ -12,7 +12,9 @@
 // rows time batches of calls and divide by the batch size; on CUDA they are
 // the host time to issue the op (launches are asynchronous; the device is
 // synchronized between batches, outside the timed region). The MLP row is
-// wall time, synchronized at the end of each step on CUDA.
+// wall time, synchronized at the end of each step on CUDA. A cell whose op
+// has no kernel on that device yet reads "n/a", with ember's error below the
+// table.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -109,11 +111,21 @@ int main() {
   std::printf("\n%s", std::string(38, '-').c_str());
   for (size_t i = 0; i < columns.size(); ++i) std::printf("-|-%s", std::string(22, '-').c_str());
   std::printf("\n");
+  std::vector<std::string> notes;
   for (const Row& row : rows) {
     std::printf("%-38s", row.name);
-    for (const Column& c : columns) std::printf(" | %19.2f us", row.run(c.device));
+    for (const Column& c : columns) {
+      try {
+        std::printf(" | %19.2f us", row.run(c.device));
+      } catch (const Error& e) {
+        std::printf(" | %22s", "n/a");
+        notes.push_back(std::string(row.name) + " on " + c.device.str() + ": " + e.what());
+      }
+      std::fflush(stdout);
+    }
     std::printf("\n");
   }
+  for (const std::string& note : notes) std::printf("\nn/a: %s\n", note.c_str());
 #if EMBER_WITH_CUDA
   if (!cuda::is_available()) std::printf("\n(no CUDA device visible: cuda column left out)\n");
 #endif
