@@ -12,6 +12,7 @@
 // - Errors are ember::Error naming the op, the shapes, dtypes and devices.
 #pragma once
 
+#include <array>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -154,6 +155,26 @@ Tensor dropout(const Tensor& x, double p, bool training = true, Generator* gen =
 // of shape normalized_shape).
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {}, const Tensor& bias = {},
                   double eps = 1e-5);
+
+// ---------------- convolution, pooling, batch norm (NCHW) ----------------
+using Int2 = std::array<int64_t, 2>;  // (height, width)
+
+// torch.nn.functional.conv2d: input (N, C_in, H, W), weight
+// (C_out, C_in / groups, kH, kW), bias (C_out) or undefined.
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, Int2 stride = {1, 1},
+              Int2 padding = {0, 0}, Int2 dilation = {1, 1}, int64_t groups = 1);
+// stride {0, 0} means stride = kernel_size, as PyTorch's default.
+Tensor max_pool2d(const Tensor& input, Int2 kernel_size, Int2 stride = {0, 0}, Int2 padding = {0, 0},
+                  Int2 dilation = {1, 1}, bool ceil_mode = false);
+Tensor avg_pool2d(const Tensor& input, Int2 kernel_size, Int2 stride = {0, 0}, Int2 padding = {0, 0},
+                  bool ceil_mode = false, bool count_include_pad = true);
+Tensor adaptive_avg_pool2d(const Tensor& input, Int2 output_size);
+// torch.nn.functional.batch_norm over input (N, C, *): in training, batch
+// statistics normalize and running_mean/running_var (if defined) are updated
+// in place with momentum (unbiased variance, as PyTorch); in eval, the
+// running statistics normalize. weight/bias (C) optional.
+Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight, const Tensor& bias, bool training, double momentum = 0.1, double eps = 1e-5);
 
 // ---------------- linear algebra ----------------
 // torch.matmul: 1-D x 1-D dot, 2-D x 2-D, 1-D promoted and removed, and

@@ -10,6 +10,7 @@
 
 #include "core/autograd/function.h"
 #include "core/ops.h"
+#include "core/ops/op_utils.h"
 
 namespace ember {
 
@@ -27,6 +28,8 @@ TensorImpl::TensorImpl(std::shared_ptr<Storage> st, Shape sz, Shape str, int64_t
 
 TensorImpl::~TensorImpl() = default;
 
+using detail::wrap_dim;
+
 namespace {
 
 Shape contiguous_strides(const Shape& sizes) {
@@ -43,13 +46,6 @@ int64_t shape_numel(const Shape& s) {
   int64_t n = 1;
   for (int64_t v : s) n *= v;
   return n;
-}
-
-int64_t wrap_dim(const char* op, int64_t dim, int64_t ndim, const Shape& shape) {
-  int64_t n = std::max<int64_t>(ndim, 1);
-  EMBER_CHECK(dim >= -n && dim < n, op << ": dim " << dim << " is out of range for a tensor of shape "
-                                       << shape_str(shape) << " (valid dims: " << -n << " to " << n - 1 << ")");
-  return dim < 0 ? dim + n : dim;
 }
 
 Tensor make_view(const Tensor& base, Shape sizes, Shape strides, int64_t offset) {

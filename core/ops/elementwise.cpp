@@ -4,6 +4,7 @@
 
 #include "core/autograd/function.h"
 #include "core/ops.h"
+#include "core/ops/op_utils.h"
 #include "core/ops/elementwise_kernels.h"
 
 namespace ember {
@@ -12,11 +13,9 @@ using autograd::needs_grad;
 using autograd::record;
 using autograd::SavedTensor;
 
-namespace {
+using detail::describe;
 
-std::string describe(const Tensor& t) {
-  return shape_str(t.shape()) + " " + dtype_name(t.dtype()) + " on " + t.device().str();
-}
+namespace {
 
 // A 0-dim CPU tensor may join a CUDA op (as in PyTorch); anything else must
 // share one device.

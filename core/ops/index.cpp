@@ -23,6 +23,7 @@
 
 #include "core/autograd/function.h"
 #include "core/ops.h"
+#include "core/ops/op_utils.h"
 #include "core/ops/index_kernels.h"
 
 namespace ember {
@@ -34,18 +35,10 @@ using autograd::needs_grad;
 using autograd::record;
 using autograd::SavedTensor;
 
+using detail::describe;
+using detail::wrap_dim;
+
 namespace {
-
-std::string describe(const Tensor& t) {
-  return shape_str(t.shape()) + " " + dtype_name(t.dtype()) + " on " + t.device().str();
-}
-
-int64_t wrap_dim(const char* op, int64_t dim, int64_t ndim, const Shape& shape) {
-  EMBER_CHECK(dim >= -ndim && dim < ndim, op << ": dim " << dim << " is out of range for a tensor of shape "
-                                             << shape_str(shape) << " (valid dims: " << -ndim << " to " << ndim - 1
-                                             << ")");
-  return dim < 0 ? dim + ndim : dim;
-}
 
 void check_index(const char* op, const Tensor& index, const Tensor& x) {
   EMBER_CHECK(x.defined(), op << ": the input is undefined");

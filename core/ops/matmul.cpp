@@ -20,6 +20,7 @@
 
 #include "core/autograd/function.h"
 #include "core/ops.h"
+#include "core/ops/op_utils.h"
 #include "core/ops/gemm_kernels.h"
 
 namespace ember {
@@ -30,13 +31,11 @@ using autograd::needs_grad;
 using autograd::record;
 using autograd::SavedTensor;
 
+using detail::describe;
+
 namespace {
 
 std::atomic<bool> g_allow_tf32{false};
-
-std::string describe(const Tensor& t) {
-  return shape_str(t.shape()) + " " + dtype_name(t.dtype()) + " on " + t.device().str();
-}
 
 void check_operands(const Tensor& a, const Tensor& b) {
   EMBER_CHECK(a.defined() && b.defined(), "matmul: got an undefined tensor");
