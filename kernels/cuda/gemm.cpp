@@ -44,8 +44,8 @@ void cublas_gemm(const GemmArgs& g) {
   const cublasOperation_t op_a = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
 
   DeviceGuard guard(g.device);
-  cublasHandle_t handle = blas_handle(g.device);
   try {
+    cublasHandle_t handle = blas_handle(g.device);
     if (fits_int(g) && g.batch == 1) {
       EMBER_CUBLAS_CHECK(cublasGemmEx(handle, op_b, op_a, int(g.n), int(g.m), int(g.k), alpha, g.b, type,
                                       int(g.ldb), g.a, type, int(g.lda), beta, g.c, type, int(g.ldc), compute,
@@ -60,6 +60,8 @@ void cublas_gemm(const GemmArgs& g) {
                                                        g.stride_b, g.a, type, g.lda, g.stride_a, beta, g.c, type,
                                                        g.ldc, g.stride_c, g.batch, compute, CUBLAS_GEMM_DEFAULT));
     }
+  } catch (const OutOfMemoryError&) {
+    throw;  // the workspace allocation's own message already says what to do
   } catch (const Error& e) {
     EMBER_FAIL("gemm on cuda:" << g.device << " failed for " << gemm_str(g) << ": " << e.what());
   }

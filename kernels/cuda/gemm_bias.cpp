@@ -130,7 +130,7 @@ bool gemm_bias_kernel(const GemmArgs& g, const void* bias) {
   try {
     return lt_gemm_bias(g, bias);
   } catch (const OutOfMemoryError&) {
-    throw;
+    throw;  // the workspace allocation's own message already says what to do
   } catch (const Error& e) {
     EMBER_FAIL("gemm_bias on cuda:" << g.device << " failed for " << gemm_str(g) << " plus a bias of " << g.n
                                     << " elements: " << e.what());

@@ -357,6 +357,17 @@ TEST(LinearErrors, NameShapesDtypesAndDevices) {
   e = error_of([] { linear(ones({2, 3}, DType::Bool), ones({4, 3}, DType::Bool)); });
   EXPECT_THAT(e, HasSubstr("not defined for bool"));
 
+  // The bias GEMM's own contract: one matrix, beta 0.
+  e = error_of([] {
+    Tensor a = random({3, 5}), b = random({5, 4}), c = random({2, 3, 4}), bias = random({4});
+    GemmArgs g;
+    g.m = 3, g.n = 4, g.k = 5, g.batch = 2;
+    g.a = a.data_ptr(), g.lda = 5, g.b = b.data_ptr(), g.ldb = 4, g.c = c.data_ptr(), g.ldc = 4, g.stride_c = 12;
+    gemm_bias_stub(DeviceType::CPU)(g, bias.data_ptr());
+  });
+  EXPECT_THAT(e, HasSubstr("gemm_bias: takes one matrix with beta 0, but got a batch of 2 with beta 0 for float32 "
+                           "C [2 x 3 x 4] = op(A) [3 x 5] * op(B) [5 x 4]"));
+
   // Only the metadata of the CUDA operand is read before the check fails.
   std::vector<float> host(12);
   Tensor on_gpu = from_blob(host.data(), {4, 3}, DType::Float32, cuda_device(0));
