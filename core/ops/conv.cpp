@@ -7,7 +7,8 @@
 //   conv(x, w)                 d/dx: backward_input(gy, w)   d/dw: backward_weight(gy, x)
 //   backward_input(gy, w)      d/dgy: conv(v, w)             d/dw: backward_weight(gy, v)
 //   backward_weight(gy, x)     d/dgy: conv(x, u)             d/dx: backward_input(gy, u)
-// (v, u: the gradient flowing into the backward op's result). Without
+// (v, u: the gradient flowing into the backward op's result), and the bias
+// gradient, sum(gy) over N, H, W, whose gradient broadcasts v back. Without
 // create_graph, the weight and bias gradients come from one kernel call.
 #include "core/autograd/function.h"
 #include "core/ops.h"
@@ -177,6 +178,18 @@ Tensor conv_backward_weight(const Tensor& gy, const Tensor& x, const Shape& ws, 
   return dw;
 }
 
+// The bias gradient (the sum of gy over N, H, W) as an op: its own gradient
+// broadcasts back.
+Tensor conv_backward_bias(const Tensor& gy, const Shape& xs, const Shape& ws, const ConvParams& p) {
+  Tensor db = weight_and_bias_grads(gy, Tensor(), xs, ws, p, false, true).second;
+  if (needs_grad(gy)) {
+    Shape ys = gy.shape();
+    record("Conv2dBackwardBiasBackward", {&db}, {gy},
+           [ys](const TensorList& g) { return TensorList{g[0].reshape({1, ys[1], 1, 1}).expand(ys).contiguous()}; });
+  }
+  return db;
+}
+
 Tensor conv_forward(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const ConvParams& p) {
   Tensor x = dense(x_in), w = dense(w_in), b = dense(b_in);
   ConvArgs a = make_args(x.shape(), w.shape(), p, x.dtype(), x.device());
@@ -199,7 +212,7 @@ Tensor conv_forward(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, 
       if (need_x) dx = conv_backward_input(g[0], sw.unpack(name), xs, p);
       if (GradMode::is_enabled()) {  // create_graph: differentiable pieces
         if (need_w) dw = conv_backward_weight(g[0], sx.unpack(name), ws, p);
-        if (need_b) db = sum(g[0], {0, 2, 3});
+        if (need_b) db = conv_backward_bias(g[0], xs, ws, p);
       } else if (need_w || need_b) {
         std::tie(dw, db) = weight_and_bias_grads(g[0], need_w ? sx.unpack(name) : Tensor(), xs, ws, p, need_w, need_b);
       }
