@@ -10,6 +10,8 @@
 // (v, u: the gradient flowing into the backward op's result), and the bias
 // gradient, sum(gy) over N, H, W, whose gradient broadcasts v back. Without
 // create_graph, the weight and bias gradients come from one kernel call.
+#include <sstream>
+
 #include "core/autograd/function.h"
 #include "core/ops.h"
 #include "core/ops/conv_kernels.h"
@@ -35,7 +37,11 @@ std::string describe(const Tensor& t) {
   return shape_str(t.shape()) + " " + dtype_name(t.dtype()) + " on " + t.device().str();
 }
 
-std::string pair_str(Int2 v) { return "(" + std::to_string(v[0]) + ", " + std::to_string(v[1]) + ")"; }
+std::string pair_str(Int2 v) {
+  std::ostringstream s;
+  s << "(" << v[0] << ", " << v[1] << ")";
+  return s.str();
+}
 
 std::string params_str(const ConvParams& p) {
   return "stride " + pair_str(p.stride) + ", padding " + pair_str(p.padding) + ", dilation " + pair_str(p.dilation) +

@@ -7,6 +7,8 @@
 // backward of an average pool is linear in the gradient, and its own
 // gradient is the average pool again; max pooling's backward scatters to
 // the saved argmax positions, and its gradient gathers from them.
+#include <sstream>
+
 #include "core/autograd/function.h"
 #include "core/ops.h"
 #include "core/ops/pool_kernels.h"
@@ -56,7 +58,11 @@ const char* double_backward_name(PoolOp op) {
   return "Pool2dBackwardBackward";
 }
 
-std::string pair_str(Int2 v) { return "(" + std::to_string(v[0]) + ", " + std::to_string(v[1]) + ")"; }
+std::string pair_str(Int2 v) {
+  std::ostringstream s;
+  s << "(" << v[0] << ", " << v[1] << ")";
+  return s.str();
+}
 
 void check_input(const char* op, const Tensor& x) {
   EMBER_CHECK(x.defined(), op << ": got an undefined input");

@@ -18,9 +18,11 @@
 // - Workspace: a byte tensor (DType::Bool, one byte per element) from the
 //   caching allocator on the current stream, freed when the call returns:
 //   the stream orders its reuse after the convolution.
-// - Bias: cudnnAddTensor after the forward; its gradient with
-//   cudnnConvolutionBackwardBias.
+// - Bias: added after the forward and summed for its gradient by the
+//   kernels of kernels/cuda/conv_bias.h (every dtype, float sums).
 #include "kernels/cuda/cudnn_conv.h"
+
+#include "kernels/cuda/conv_bias.h"
 
 // cuDNN 9 marks the legacy convolution API deprecated in favour of its graph
 // API. This file is the one place that uses it, by design (the graph API
@@ -34,6 +36,7 @@
 #include <climits>
 #include <map>
 #include <mutex>
+#include <sstream>
 #include <vector>
 
 #include "core/cuda/cudnn_check.h"
@@ -149,10 +152,10 @@ struct Descriptors {
   TensorDescriptor x, y;
   FilterDescriptor w;
   ConvolutionDescriptor conv;
-  cudnnDataType_t type;
 
-  explicit Descriptors(const ConvArgs& a) : type(data_type(a.dtype)) {
+  explicit Descriptors(const ConvArgs& a) {
     check_fits_32_bits(a);
+    const cudnnDataType_t type = data_type(a.dtype);
     EMBER_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, type, int(a.n), int(a.c_in), int(a.h), int(a.w)));
     EMBER_CUDNN_CHECK(
         cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, type, int(a.n), int(a.c_out), int(a.out_h), int(a.out_w)));
@@ -246,6 +249,7 @@ const char* direction_name(Direction dir) {
 template <typename Perf, typename WorkspaceSize>
 AlgoChoice pick(const ConvArgs& a, Direction dir, Descriptors& d, const Perf* perf, int count,
                 WorkspaceSize workspace_size) {
+  bool any_supported = false;
   for (int i = 0; i < count; ++i) {
     if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
     AlgoChoice c;
@@ -255,6 +259,7 @@ AlgoChoice pick(const ConvArgs& a, Direction dir, Descriptors& d, const Perf* pe
     c.math = a.dtype == DType::Float32 && !allow_tf32() ? CUDNN_FMA_MATH : perf[i].mathType;
     if (cudnnSetConvolutionMathType(d.conv, c.math) != CUDNN_STATUS_SUCCESS) continue;
     if (workspace_size(perf[i].algo, &c.workspace) != CUDNN_STATUS_SUCCESS) continue;
+    any_supported = true;
     try {
       workspace(c.workspace, a.device);
     } catch (const OutOfMemoryError&) {
@@ -262,11 +267,13 @@ AlgoChoice pick(const ConvArgs& a, Direction dir, Descriptors& d, const Perf* pe
     }
     return c;
   }
-  EMBER_FAIL("conv2d: cuDNN offers no " << direction_name(dir) << " algorithm for " << shapes_str(a) << ", stride ("
-                                        << a.stride_h << ", " << a.stride_w << "), padding (" << a.padding_h << ", "
-                                        << a.padding_w << "), dilation (" << a.dilation_h << ", " << a.dilation_w
-                                        << "), groups " << a.groups << " that fits in free device memory"
-                                        << (a.dtype == DType::Float64 ? "; try float32" : ""));
+  std::ostringstream what;
+  what << shapes_str(a) << ", stride (" << a.stride_h << ", " << a.stride_w << "), padding (" << a.padding_h << ", "
+       << a.padding_w << "), dilation (" << a.dilation_h << ", " << a.dilation_w << "), groups " << a.groups;
+  EMBER_CHECK(any_supported, "conv2d: cuDNN has no " << direction_name(dir) << " algorithm for " << what.str()
+                                                     << " on this GPU; use float32 or float16");
+  EMBER_FAIL("conv2d: the workspace of every cuDNN " << direction_name(dir) << " algorithm for " << what.str()
+                                                     << " is larger than the free device memory; use a smaller batch");
 }
 
 AlgoChoice choose(const ConvArgs& a, Direction dir, cudnnHandle_t h, Descriptors& d) {
@@ -309,11 +316,6 @@ AlgoChoice choose(const ConvArgs& a, Direction dir, cudnnHandle_t h, Descriptors
   return c;
 }
 
-// The (1, c_out, 1, 1) descriptor of the bias and its gradient.
-void set_bias_descriptor(TensorDescriptor& b, const ConvArgs& a, cudnnDataType_t type) {
-  EMBER_CUDNN_CHECK(cudnnSetTensor4dDescriptor(b, CUDNN_TENSOR_NCHW, type, 1, int(a.c_out), 1, 1));
-}
-
 }  // namespace
 
 void cudnn_conv_forward(const ConvArgs& a) {
@@ -326,11 +328,7 @@ void cudnn_conv_forward(const ConvArgs& a) {
   EMBER_CUDNN_CHECK(cudnnConvolutionForward(h, kOne.of(a.dtype), d.x, a.input, d.w, a.weight, d.conv,
                                             cudnnConvolutionFwdAlgo_t(c.algo), workspace_ptr(ws), c.workspace,
                                             kZero.of(a.dtype), d.y, a.output));
-  if (a.bias) {
-    TensorDescriptor b;
-    set_bias_descriptor(b, a, d.type);
-    EMBER_CUDNN_CHECK(cudnnAddTensor(h, kOne.of(a.dtype), b, a.bias, kOne.of(a.dtype), d.y, a.output));
-  }
+  if (a.bias) conv_bias_add(a);
 }
 
 void cudnn_conv_backward_data(const ConvArgs& a) {
@@ -347,9 +345,9 @@ void cudnn_conv_backward_data(const ConvArgs& a) {
 
 void cudnn_conv_backward_filter(const ConvArgs& a) {
   DeviceGuard guard(a.device);
-  cudnnHandle_t h = handle_for(a.device);
-  Descriptors d(a);
   if (a.grad_weight) {
+    cudnnHandle_t h = handle_for(a.device);
+    Descriptors d(a);
     AlgoChoice c = choose(a, Direction::BackwardFilter, h, d);
     EMBER_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, c.math));
     Tensor ws = workspace(c.workspace, a.device);
@@ -357,12 +355,7 @@ void cudnn_conv_backward_filter(const ConvArgs& a) {
                                                      cudnnConvolutionBwdFilterAlgo_t(c.algo), workspace_ptr(ws),
                                                      c.workspace, kZero.of(a.dtype), d.w, a.grad_weight));
   }
-  if (a.grad_bias) {
-    TensorDescriptor b;
-    set_bias_descriptor(b, a, d.type);
-    EMBER_CUDNN_CHECK(
-        cudnnConvolutionBackwardBias(h, kOne.of(a.dtype), d.y, a.grad_output, kZero.of(a.dtype), b, a.grad_bias));
-  }
+  if (a.grad_bias) conv_bias_grad(a);
 }
 
 EMBER_REGISTER_KERNEL(conv2d_forward_stub, DeviceType::CUDA, cudnn_conv_forward);
