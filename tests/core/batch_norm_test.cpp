@@ -161,6 +161,10 @@ TEST(BatchNorm, GradcheckTrainAndEval) {
       [&](const TensorList& in) { return batch_norm(in[0], {}, {}, in[1], {}, true); }, {xp, testing::random_leaf({3}, 5)}));
   EXPECT_TRUE(testing::gradcheck([](const TensorList& in) { return batch_norm(in[0], {}, {}, {}, in[1], true); },
                                  {testing::random_leaf({5, 2}, 6), testing::random_leaf({2}, 7)}));
+  // A broadcast input: one sample expanded to a batch of 4.
+  EXPECT_TRUE(testing::gradcheck(
+      [](const TensorList& in) { return batch_norm(in[0].expand({4, 3, 5}), {}, {}, in[1], in[2], true); },
+      {testing::random_leaf({1, 3, 5}, 8), testing::random_leaf({3}, 9), testing::random_leaf({3}, 10)}));
 }
 
 TEST(BatchNorm, SecondOrderGradients) {

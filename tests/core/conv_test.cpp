@@ -137,6 +137,10 @@ TEST(Conv2d, GradcheckNonContiguousAndPartialRequiresGrad) {
   EXPECT_TRUE(testing::gradcheck([&](const TensorList& in) { return conv2d(xc, wc, in[0], {1, 1}, {1, 0}); }, {b}));
   EXPECT_TRUE(testing::gradcheck([&](const TensorList& in) { return conv2d(xc, in[0], {}, {1, 2}); }, {w}));
   EXPECT_TRUE(testing::gradcheck([&](const TensorList& in) { return conv2d(in[0], wc, b.detach()); }, {x}));
+  // A broadcast input: one image expanded to a batch of 3.
+  Tensor one = testing::random_leaf({1, 2, 4, 5}, 4);
+  EXPECT_TRUE(testing::gradcheck(
+      [&](const TensorList& in) { return conv2d(in[0].expand({3, 2, 4, 5}), in[1], {}, {1, 1}, {1, 1}); }, {one, w}));
 }
 
 TEST(Conv2d, SecondOrderGradients) {

@@ -277,6 +277,13 @@ TEST(Pool2d, GradcheckAllOps) {
       EXPECT_TRUE(testing::gradcheck([&](const TensorList& t) { return adaptive_avg_pool2d(t[0], out); }, {in}));
     }
   }
+  // A broadcast input: one column expanded across the width.
+  Tensor col = testing::random_leaf({1, 2, 7, 1}, 7);
+  auto wide = [](const Tensor& t) { return t.expand({1, 2, 7, 6}); };
+  EXPECT_TRUE(testing::gradcheck([&](const TensorList& t) { return max_pool2d(wide(t[0]), {2, 3}, {2, 2}, {1, 1}); }, {col}));
+  EXPECT_TRUE(testing::gradcheck(
+      [&](const TensorList& t) { return avg_pool2d(wide(t[0]), {3, 2}, {2, 1}, {1, 1}, true, false); }, {col}));
+  EXPECT_TRUE(testing::gradcheck([&](const TensorList& t) { return adaptive_avg_pool2d(wide(t[0]), {3, 4}); }, {col}));
 }
 
 TEST(Pool2d, SecondOrderGradients) {
