@@ -8,6 +8,7 @@
 #include "core/autograd/function.h"
 #include "core/ops.h"
 #include "core/ops/batch_norm_kernels.h"
+#include "core/ops/op_utils.h"
 
 namespace ember {
 
@@ -16,9 +17,7 @@ KernelStub<BatchNormKernelFn> batch_norm_backward_stub("batch_norm_backward");
 
 namespace {
 
-std::string describe(const Tensor& t) {
-  return shape_str(t.shape()) + " " + dtype_name(t.dtype()) + " on " + t.device().str();
-}
+using detail::describe;
 
 void check_channel_tensor(const char* what, const Tensor& t, const Tensor& x) {
   if (!t.defined()) return;

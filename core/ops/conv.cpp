@@ -15,6 +15,7 @@
 #include "core/autograd/function.h"
 #include "core/ops.h"
 #include "core/ops/conv_kernels.h"
+#include "core/ops/op_utils.h"
 
 namespace ember {
 
@@ -28,14 +29,12 @@ using autograd::SavedTensor;
 
 namespace {
 
+using detail::describe;
+
 struct ConvParams {
   Int2 stride, padding, dilation;
   int64_t groups;
 };
-
-std::string describe(const Tensor& t) {
-  return shape_str(t.shape()) + " " + dtype_name(t.dtype()) + " on " + t.device().str();
-}
 
 std::string pair_str(Int2 v) {
   std::ostringstream s;

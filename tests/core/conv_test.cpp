@@ -4,31 +4,17 @@
 // non-contiguous inputs), an empty batch, and every error message.
 #include <gtest/gtest.h>
 
-#include <functional>
 #include <string>
 #include <vector>
 
 #include "ember.h"
+#include "support/error_message.h"
 #include "support/gradcheck.h"
 
 namespace ember {
 namespace {
 
-::testing::AssertionResult throws_with(const std::function<void()>& fn, std::initializer_list<std::string> parts) {
-  std::string message;
-  try {
-    fn();
-    return ::testing::AssertionFailure() << "no ember::Error was thrown";
-  } catch (const Error& e) {
-    message = e.what();
-  }
-  for (const std::string& part : parts) {
-    if (message.find(part) == std::string::npos) {
-      return ::testing::AssertionFailure() << "the message lacks \"" << part << "\":\n  " << message;
-    }
-  }
-  return ::testing::AssertionSuccess();
-}
+using testing::throws_with;
 
 struct Case {
   Shape x, w;

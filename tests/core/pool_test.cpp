@@ -13,26 +13,13 @@
 #include <vector>
 
 #include "ember.h"
+#include "support/error_message.h"
 #include "support/gradcheck.h"
 
 namespace ember {
 namespace {
 
-::testing::AssertionResult throws_with(const std::function<void()>& fn, std::initializer_list<std::string> parts) {
-  std::string message;
-  try {
-    fn();
-    return ::testing::AssertionFailure() << "no ember::Error was thrown";
-  } catch (const Error& e) {
-    message = e.what();
-  }
-  for (const std::string& part : parts) {
-    if (message.find(part) == std::string::npos) {
-      return ::testing::AssertionFailure() << "the message lacks \"" << part << "\":\n  " << message;
-    }
-  }
-  return ::testing::AssertionSuccess();
-}
+using testing::throws_with;
 
 // 1..n*n as a (1, 1, n, n) double image.
 Tensor counting_image(int64_t n) { return arange(1, n * n + 1, 1, DType::Float64).view({1, 1, n, n}); }
