@@ -63,9 +63,8 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward_with_weights(const Tensor&
   const bool unbatched = query.dim() == 2;
   EMBER_CHECK((query.dim() == 2 || query.dim() == 3) && key.dim() == query.dim() && value.dim() == query.dim(),
               "MultiheadAttention: expected query, key and value all 3-D ("
-                  << (batch_first ? "N, L, E" : "L, N, E") << ") or all 2-D (L, E), got "
-                  << shape_str(query.shape()) << ", " << shape_str(key.shape()) << " and "
-                  << shape_str(value.shape()));
+                  << (batch_first ? "N, L, E" : "L, N, E") << ") or all 2-D (L, E), got " << shape_str(query.shape())
+                  << ", " << shape_str(key.shape()) << " and " << shape_str(value.shape()));
   // Everything below works on (N, length, E).
   auto to_batch_first = [&](const Tensor& t) {
     return unbatched ? t.unsqueeze(0) : batch_first ? t : t.transpose(0, 1);
@@ -73,8 +72,7 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward_with_weights(const Tensor&
   Tensor q = to_batch_first(query), k = to_batch_first(key), v = to_batch_first(value);
   const int64_t E = embed_dim, H = num_heads, D = head_dim;
   const int64_t N = q.size(0), L = q.size(1), S = k.size(1);
-  EMBER_CHECK(q.size(2) == E && k.size(2) == E && v.size(2) == E && k.size(0) == N && v.size(0) == N &&
-                  v.size(1) == S,
+  EMBER_CHECK(q.size(2) == E && k.size(2) == E && v.size(2) == E && k.size(0) == N && v.size(0) == N && v.size(1) == S,
               "MultiheadAttention: query " << shape_str(query.shape()) << ", key " << shape_str(key.shape())
                                            << " and value " << shape_str(value.shape())
                                            << " must share the batch size and embed_dim = " << E
@@ -91,10 +89,9 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward_with_weights(const Tensor&
   if (options.attn_mask.defined()) {
     const Tensor& m = options.attn_mask;
     bool ok = (m.dim() == 2 && m.shape() == Shape{L, S}) || (m.dim() == 3 && m.shape() == Shape{N * H, L, S});
-    EMBER_CHECK(ok, "MultiheadAttention: attn_mask must have shape " << shape_str({L, S}) << " or "
-                                                                     << shape_str({N * H, L, S})
-                                                                     << " (batch * num_heads, L, S), got "
-                                                                     << shape_str(m.shape()));
+    EMBER_CHECK(ok, "MultiheadAttention: attn_mask must have shape "
+                        << shape_str({L, S}) << " or " << shape_str({N * H, L, S}) << " (batch * num_heads, L, S), got "
+                        << shape_str(m.shape()));
     mask = additive("attn_mask", m.dim() == 3 ? m.reshape({N, H, L, S}) : m, q);
   }
   if (options.key_padding_mask.defined()) {

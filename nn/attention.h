@@ -49,8 +49,7 @@ class MultiheadAttention : public Module {
                      bool batch_first = false);
 
   Tensor forward(const Tensor& query, const Tensor& key, const Tensor& value, const AttentionOptions& options = {});
-  Tensor operator()(const Tensor& query, const Tensor& key, const Tensor& value,
-                    const AttentionOptions& options = {}) {
+  Tensor operator()(const Tensor& query, const Tensor& key, const Tensor& value, const AttentionOptions& options = {}) {
     return forward(query, key, value, options);
   }
   // The output and the attention weights (after dropout, as PyTorch);
@@ -68,8 +67,8 @@ class MultiheadAttention : public Module {
   const int64_t head_dim;
   const double dropout_p;
   const bool batch_first;
-  Tensor in_proj_weight;  // (3 E, E): W_q, W_k, W_v stacked
-  Tensor in_proj_bias;    // (3 E), undefined when built with bias = false
+  Tensor in_proj_weight;             // (3 E, E): W_q, W_k, W_v stacked
+  Tensor in_proj_bias;               // (3 E), undefined when built with bias = false
   std::shared_ptr<Linear> out_proj;  // E -> E
 };
 

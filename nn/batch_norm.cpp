@@ -72,7 +72,8 @@ std::string BatchNormBase::extra_repr() const {
   } else {
     s << "none";
   }
-  s << ", affine=" << (affine ? "true" : "false") << ", track_running_stats=" << (track_running_stats ? "true" : "false");
+  s << ", affine=" << (affine ? "true" : "false")
+    << ", track_running_stats=" << (track_running_stats ? "true" : "false");
   return s.str();
 }
 
@@ -86,8 +87,8 @@ std::shared_ptr<Module> BatchNorm1d::clone() const {
 }
 
 void BatchNorm2d::check_input_dim(const Tensor& input) const {
-  EMBER_CHECK(input.dim() == 4, "BatchNorm2d: expected a 4-D (N, C, H, W) input, got shape "
-                                    << shape_str(input.shape()));
+  EMBER_CHECK(input.dim() == 4,
+              "BatchNorm2d: expected a 4-D (N, C, H, W) input, got shape " << shape_str(input.shape()));
 }
 
 std::shared_ptr<Module> BatchNorm2d::clone() const {
@@ -95,4 +96,3 @@ std::shared_ptr<Module> BatchNorm2d::clone() const {
 }
 
 }  // namespace ember::nn
-

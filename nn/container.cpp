@@ -6,8 +6,8 @@ namespace ember::nn {
 
 size_t detail::container_position(const char* container, int64_t index, size_t n) {
   int64_t size = int64_t(n);
-  EMBER_CHECK(index >= -size && index < size, container << ": index " << index << " is out of range for a "
-                                                        << container << " of size " << size);
+  EMBER_CHECK(index >= -size && index < size,
+              container << ": index " << index << " is out of range for a " << container << " of size " << size);
   return size_t(index < 0 ? index + size : index);
 }
 

@@ -75,8 +75,8 @@ size_t container_position(const char* container, int64_t index, size_t n);
 template <typename M, typename Base>
 std::shared_ptr<M> container_cast(const char* container, int64_t index, const std::shared_ptr<Base>& m) {
   auto typed = std::dynamic_pointer_cast<M>(m);
-  EMBER_CHECK(typed != nullptr, container << "::at: the member at " << index << " is a " << m->name()
-                                          << ", not the requested class");
+  EMBER_CHECK(typed != nullptr,
+              container << "::at: the member at " << index << " is a " << m->name() << ", not the requested class");
   return typed;
 }
 }  // namespace detail

@@ -40,9 +40,7 @@ void Conv2d::reset_parameters() {
   }
 }
 
-Tensor Conv2d::forward(const Tensor& input) {
-  return conv2d(input, weight, bias, stride, padding, dilation, groups);
-}
+Tensor Conv2d::forward(const Tensor& input) { return conv2d(input, weight, bias, stride, padding, dilation, groups); }
 
 std::shared_ptr<Module> Conv2d::clone() const {
   return clone_as<Conv2d>(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias.defined());

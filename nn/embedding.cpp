@@ -8,8 +8,9 @@ namespace ember::nn {
 
 Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim)
     : num_embeddings(num_embeddings), embedding_dim(embedding_dim) {
-  EMBER_CHECK(num_embeddings > 0 && embedding_dim > 0, "Embedding: num_embeddings and embedding_dim must be positive, got "
-                                                           << num_embeddings << " and " << embedding_dim);
+  EMBER_CHECK(num_embeddings > 0 && embedding_dim > 0,
+              "Embedding: num_embeddings and embedding_dim must be positive, got " << num_embeddings << " and "
+                                                                                   << embedding_dim);
   weight = register_parameter("weight", empty({num_embeddings, embedding_dim}));
   reset_parameters();
 }

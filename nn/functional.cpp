@@ -22,17 +22,18 @@ void check_same_kind(const char* op, const char* what, const Tensor& t, const ch
 
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   EMBER_CHECK(input.defined() && weight.defined(), "linear: the input and the weight must be defined");
-  EMBER_CHECK(weight.dim() == 2, "linear: the weight must be 2-D (out_features, in_features), got " << describe(weight));
+  EMBER_CHECK(weight.dim() == 2,
+              "linear: the weight must be 2-D (out_features, in_features), got " << describe(weight));
   EMBER_CHECK(input.dim() >= 1 && input.size(-1) == weight.size(1),
-              "linear: the input of shape " << shape_str(input.shape()) << " does not end in in_features = "
-                                            << weight.size(1) << " (the weight has shape "
-                                            << shape_str(weight.shape()) << ")");
+              "linear: the input of shape " << shape_str(input.shape())
+                                            << " does not end in in_features = " << weight.size(1)
+                                            << " (the weight has shape " << shape_str(weight.shape()) << ")");
   check_same_kind("linear", "the weight", weight, "the input", input);
   Tensor y = matmul(input, weight.t());
   if (!bias.defined()) return y;
-  EMBER_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0),
-              "linear: the bias must have shape [" << weight.size(0) << "] (out_features), got "
-                                                   << shape_str(bias.shape()));
+  EMBER_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), "linear: the bias must have shape ["
+                                                                     << weight.size(0) << "] (out_features), got "
+                                                                     << shape_str(bias.shape()));
   check_same_kind("linear", "the bias", bias, "the input", input);
   return y + bias;
 }
@@ -45,8 +46,7 @@ std::pair<Tensor, Tensor> scaled_dot_product_attention_with_weights(const Tensor
   EMBER_CHECK(query.defined() && key.defined() && value.defined(), op << ": query, key and value must be defined");
   EMBER_CHECK(query.dim() >= 2 && key.dim() >= 2 && value.dim() >= 2,
               op << ": query, key and value need at least 2 dims (..., length, features), got "
-                 << shape_str(query.shape()) << ", " << shape_str(key.shape()) << " and "
-                 << shape_str(value.shape()));
+                 << shape_str(query.shape()) << ", " << shape_str(key.shape()) << " and " << shape_str(value.shape()));
   EMBER_CHECK(query.size(-1) == key.size(-1), op << ": query " << shape_str(query.shape()) << " and key "
                                                  << shape_str(key.shape())
                                                  << " must have the same last dim (the feature size)");
@@ -68,9 +68,8 @@ std::pair<Tensor, Tensor> scaled_dot_product_attention_with_weights(const Tensor
     scores = where(gt(cols, rows), -inf, scores);
   }
   if (attn_mask.defined()) {
-    EMBER_CHECK(attn_mask.device() == query.device(), op << ": attn_mask is " << describe(attn_mask)
-                                                         << " but query is " << describe(query)
-                                                         << "; move the mask with .to(device)");
+    EMBER_CHECK(attn_mask.device() == query.device(), op << ": attn_mask is " << describe(attn_mask) << " but query is "
+                                                         << describe(query) << "; move the mask with .to(device)");
     if (attn_mask.dtype() == DType::Bool) {
       scores = where(attn_mask, scores, -inf);
     } else {

@@ -54,9 +54,10 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
                                     std::optional<double> scale = std::nullopt, Generator* gen = nullptr);
 // The same, also returning the attention probabilities (..., L, S), after
 // dropout (what nn.MultiheadAttention reports as its weights).
-std::pair<Tensor, Tensor> scaled_dot_product_attention_with_weights(
-    const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& attn_mask = {},
-    double dropout_p = 0.0, bool is_causal = false, std::optional<double> scale = std::nullopt,
-    Generator* gen = nullptr);
+std::pair<Tensor, Tensor> scaled_dot_product_attention_with_weights(const Tensor& query, const Tensor& key,
+                                                                    const Tensor& value, const Tensor& attn_mask = {},
+                                                                    double dropout_p = 0.0, bool is_causal = false,
+                                                                    std::optional<double> scale = std::nullopt,
+                                                                    Generator* gen = nullptr);
 
 }  // namespace ember::nn::functional

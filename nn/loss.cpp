@@ -72,8 +72,7 @@ std::pair<Tensor, Tensor> batched(const char* op, const Tensor& input, const Ten
   EMBER_CHECK(target.shape() == expected, op << ": the target must have the input's shape without the class dim 1, "
                                                 "i.e. "
                                              << shape_str(expected) << " for an input of shape "
-                                             << shape_str(input.shape()) << ", but got "
-                                             << shape_str(target.shape()));
+                                             << shape_str(input.shape()) << ", but got " << shape_str(target.shape()));
   return {input, target};
 }
 
@@ -137,10 +136,9 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
   Tensor softplus_neg = log(exp(-abs(input)) + 1.0) + relu(-input);
   Tensor loss;
   if (pos_weight.defined()) {
-    EMBER_CHECK(pos_weight.device() == input.device(),
-                "binary_cross_entropy_with_logits: pos_weight is " << describe(pos_weight) << " but the input is "
-                                                                   << describe(input)
-                                                                   << "; move it with .to(device)");
+    EMBER_CHECK(pos_weight.device() == input.device(), "binary_cross_entropy_with_logits: pos_weight is "
+                                                           << describe(pos_weight) << " but the input is "
+                                                           << describe(input) << "; move it with .to(device)");
     Tensor log_weight = (pos_weight - 1.0) * target + 1.0;
     loss = (1.0 - target) * input + log_weight * softplus_neg;
   } else {

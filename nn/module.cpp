@@ -4,10 +4,10 @@
 
 #include <cxxabi.h>
 
-#include <algorithm>
 #include <cstdlib>
 #include <ostream>
 #include <sstream>
+#include <unordered_set>
 
 #include "core/autograd/node.h"
 #include "core/grad_mode.h"
@@ -35,11 +35,9 @@ void replace_data(Tensor t, const Tensor& value) {
   }
 }
 
-bool seen_before(std::vector<const void*>& seen, const void* p) {
-  if (std::find(seen.begin(), seen.end(), p) != seen.end()) return true;
-  seen.push_back(p);
-  return false;
-}
+using Seen = std::unordered_set<const void*>;
+
+bool seen_before(Seen& seen, const void* p) { return !seen.insert(p).second; }
 
 std::string quoted_list(const std::vector<std::string>& keys) {
   std::string s;
@@ -63,7 +61,7 @@ std::string indent_after_first_line(const std::string& s, int spaces) {
 
 // Pre-order walk over (prefix, module); with dedupe a module reachable
 // twice is visited once.
-void walk(const std::string& prefix, const Module& m, bool dedupe, std::vector<const void*>& seen,
+void walk(const std::string& prefix, const Module& m, bool dedupe, Seen& seen,
           const std::function<void(const std::string&, const Module&)>& fn) {
   if (dedupe && seen_before(seen, &m)) return;
   fn(prefix, m);
@@ -76,7 +74,7 @@ void walk(const std::string& prefix, const Module& m, bool dedupe, std::vector<c
 // detached): a module's parameters, its buffers, then its children's.
 OrderedDict<Tensor> state_entries(const Module& root) {
   OrderedDict<Tensor> out;
-  std::vector<const void*> seen;
+  Seen seen;
   walk("", root, false, seen, [&](const std::string& prefix, const Module& m) {
     for (const auto& p : m.named_parameters(false)) out.insert(prefix + p.key, p.value);
     for (const auto& b : m.named_buffers(false)) out.insert(prefix + b.key, b.value);
@@ -112,8 +110,8 @@ void Module::check_new_name(const char* what, const std::string& name) const {
                       : buffers_.contains(name)  ? "buffer"
                       : children_.contains(name) ? "child module"
                                                  : nullptr;
-  EMBER_CHECK(taken == nullptr, "register_" << what << ": " << this->name() << " already has a " << taken
-                                            << " named '" << name << "'");
+  EMBER_CHECK(taken == nullptr,
+              "register_" << what << ": " << this->name() << " already has a " << taken << " named '" << name << "'");
 }
 
 Tensor Module::register_parameter(std::string name, Tensor tensor, bool requires_grad) {
@@ -124,8 +122,7 @@ Tensor Module::register_parameter(std::string name, Tensor tensor, bool requires
                                     << name << "' of " << this->name() << " is not a leaf (it was made by "
                                     << tensor.grad_fn()->name() << "); register tensor.detach() instead");
   EMBER_CHECK(!requires_grad || is_floating(tensor.dtype()),
-              "register_parameter: the parameter '" << name << "' of " << this->name() << " is "
-                                                    << describe(tensor)
+              "register_parameter: the parameter '" << name << "' of " << this->name() << " is " << describe(tensor)
                                                     << "; only floating tensors can require grad (register it "
                                                        "with requires_grad=false, or as a buffer)");
   tensor.set_requires_grad(requires_grad);
@@ -144,11 +141,10 @@ Tensor Module::register_buffer(std::string name, Tensor tensor) {
 void Module::add_child(std::string name, std::shared_ptr<Module> module) {
   check_new_name("module", name);
   EMBER_CHECK(module != nullptr, "register_module: the module '" << name << "' of " << this->name() << " is null");
-  std::vector<const void*> seen;
+  Seen seen;
   bool cycle = false;
   walk("", *module, true, seen, [&](const std::string&, const Module& m) { cycle = cycle || &m == this; });
-  EMBER_CHECK(!cycle, "register_module: registering '" << name << "' (a " << module->name() << ") in "
-                                                       << this->name()
+  EMBER_CHECK(!cycle, "register_module: registering '" << name << "' (a " << module->name() << ") in " << this->name()
                                                        << " would make the module tree a cycle (it contains "
                                                           "this module)");
   children_.insert(std::move(name), std::move(module));
@@ -159,7 +155,7 @@ void Module::add_child(std::string name, std::shared_ptr<Module> module) {
 OrderedDict<Tensor> Module::named_parameters(bool recurse) const {
   if (!recurse) return parameters_;
   OrderedDict<Tensor> out;
-  std::vector<const void*> seen_modules, seen_tensors;
+  Seen seen_modules, seen_tensors;
   walk("", *this, true, seen_modules, [&](const std::string& prefix, const Module& m) {
     for (const auto& p : m.parameters_) {
       if (!seen_before(seen_tensors, p.value.impl())) out.insert(prefix + p.key, p.value);
@@ -171,7 +167,7 @@ OrderedDict<Tensor> Module::named_parameters(bool recurse) const {
 OrderedDict<Tensor> Module::named_buffers(bool recurse) const {
   if (!recurse) return buffers_;
   OrderedDict<Tensor> out;
-  std::vector<const void*> seen_modules, seen_tensors;
+  Seen seen_modules, seen_tensors;
   walk("", *this, true, seen_modules, [&](const std::string& prefix, const Module& m) {
     for (const auto& b : m.buffers_) {
       if (!seen_before(seen_tensors, b.value.impl())) out.insert(prefix + b.key, b.value);
@@ -191,7 +187,7 @@ OrderedDict<std::shared_ptr<Module>> Module::named_modules() {
                                                       << " is not owned by a std::shared_ptr; create modules "
                                                          "with std::make_shared");
   OrderedDict<std::shared_ptr<Module>> out;
-  std::vector<const void*> seen;
+  Seen seen;
   std::function<void(const std::string&, const std::shared_ptr<Module>&)> visit =
       [&](const std::string& name, const std::shared_ptr<Module>& m) {
         if (seen_before(seen, m.get())) return;

@@ -157,8 +157,6 @@ class Module : public std::enable_shared_from_this<Module> {
  private:
   void add_child(std::string name, std::shared_ptr<Module> module);
   void check_new_name(const char* what, const std::string& name) const;
-  void collect(const std::string& prefix, bool params, bool recurse, bool dedupe, OrderedDict<Tensor>& out,
-               std::vector<const TensorImpl*>& seen) const;
   void convert(std::optional<Device> device, std::optional<DType> dtype);
 
   OrderedDict<Tensor> parameters_;

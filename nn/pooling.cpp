@@ -10,8 +10,7 @@ std::string flag(bool b) { return b ? "true" : "false"; }
 
 void check_window(const char* layer, Size2 kernel_size, Size2 stride, Size2 padding) {
   EMBER_CHECK(kernel_size.h > 0 && kernel_size.w > 0 && stride.h > 0 && stride.w > 0,
-              layer << ": kernel_size " << kernel_size.str() << " and stride " << stride.str()
-                    << " must be positive");
+              layer << ": kernel_size " << kernel_size.str() << " and stride " << stride.str() << " must be positive");
   EMBER_CHECK(padding.h >= 0 && padding.w >= 0 && 2 * padding.h <= kernel_size.h && 2 * padding.w <= kernel_size.w,
               layer << ": padding " << padding.str() << " must be non-negative and at most half the kernel size "
                     << kernel_size.str());

@@ -27,8 +27,7 @@ struct Reference {
 // Multi-head attention by plain loops over batch-first (N, len, E) data.
 Reference reference(const nn::MultiheadAttention& m, const Tensor& q_bf, const Tensor& k_bf, const Tensor& v_bf,
                     const MaskFn& mask) {
-  const int64_t N = q_bf.size(0), L = q_bf.size(1), S = k_bf.size(1), E = m.embed_dim, H = m.num_heads,
-                D = E / H;
+  const int64_t N = q_bf.size(0), L = q_bf.size(1), S = k_bf.size(1), E = m.embed_dim, H = m.num_heads, D = E / H;
   std::vector<double> q = to_vector<double>(q_bf), k = to_vector<double>(k_bf), v = to_vector<double>(v_bf);
   std::vector<double> W = to_vector<double>(m.in_proj_weight), b = to_vector<double>(m.in_proj_bias);
   std::vector<double> Wo = to_vector<double>(m.out_proj->weight), bo = to_vector<double>(m.out_proj->bias);
@@ -143,7 +142,8 @@ TEST(NnAttention, MasksMatchTheReference) {
   // The bool and float attn_masks are combined here by passing the float
   // one and folding the bool one into it.
   Tensor folded = float_mask + where(bool_mask, -kInf, zeros({}, DType::Float64));
-  auto [out, w] = m->forward_with_weights(x, x, x, {.attn_mask = folded, .key_padding_mask = padding, .is_causal = true});
+  auto [out, w] =
+      m->forward_with_weights(x, x, x, {.attn_mask = folded, .key_padding_mask = padding, .is_causal = true});
   expect_close(to_vector<double>(out), ref.out);
   expect_close(to_vector<double>(w), ref.weights);
 
@@ -221,7 +221,8 @@ TEST(NnAttention, ParametersInitErrorsAndPrinting) {
     (*m)(x, x, x, {.attn_mask = zeros({3, 4})});
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_THAT(e.what(), HasSubstr("attn_mask must have shape [3, 3] or [4, 3, 3] (batch * num_heads, L, S), got [3, 4]"));
+    EXPECT_THAT(e.what(),
+                HasSubstr("attn_mask must have shape [3, 3] or [4, 3, 3] (batch * num_heads, L, S), got [3, 4]"));
   }
   try {
     (*m)(x, zeros({3, 2, 6}), x);
@@ -238,8 +239,8 @@ TEST(NnAttention, SdpaBoolMaskKeepsWhereTrue) {
          v = randn({2, 5, 2}, DType::Float64, kCPU, &g);
   Tensor keep = gt(randn({3, 5}, DType::Float64, kCPU, &g), -0.5);
   Tensor additive = where(keep, 0.0, full({}, -kInf, DType::Float64));
-  EXPECT_TRUE(allclose(F::scaled_dot_product_attention(q, k, v, keep), F::scaled_dot_product_attention(q, k, v, additive),
-                       1e-12, 1e-12));
+  EXPECT_TRUE(allclose(F::scaled_dot_product_attention(q, k, v, keep),
+                       F::scaled_dot_product_attention(q, k, v, additive), 1e-12, 1e-12));
   // is_causal with L < S: query i sees keys 0..i (top-left aligned).
   auto [out, w] = F::scaled_dot_product_attention_with_weights(q, k, v, {}, 0.0, true);
   std::vector<double> wv = to_vector<double>(w);

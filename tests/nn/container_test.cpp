@@ -63,7 +63,8 @@ TEST(NnSequential, NamedMembersNestingAndClone) {
   EXPECT_EQ(copy->str(), outer->str());
   Tensor x = randn({3, 2});
   EXPECT_TRUE(equal((*copy)(x), (*outer)(x)));
-  EXPECT_NE(copy->at<nn::Sequential>(0)->at<nn::Linear>(0)->weight.data_ptr(), inner->at<nn::Linear>(0)->weight.data_ptr());
+  EXPECT_NE(copy->at<nn::Sequential>(0)->at<nn::Linear>(0)->weight.data_ptr(),
+            inner->at<nn::Linear>(0)->weight.data_ptr());
 }
 
 TEST(NnModuleList, HoldsAnyModulesByPosition) {

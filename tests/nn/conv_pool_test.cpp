@@ -145,7 +145,8 @@ TEST(NnPooling, MaxPoolMatchesNaiveLoop) {
   nn::MaxPool2d pool(3, 2, 1);
   Tensor leaf = testing::random_leaf({1, 2, 5, 4}, 3);
   EXPECT_TRUE(testing::gradcheck([&](const TensorList& in) { return pool(in[0]); }, {leaf}));
-  EXPECT_EQ(pool.str(), "MaxPool2d(kernel_size=(3, 3), stride=(2, 2), padding=(1, 1), dilation=(1, 1), ceil_mode=false)");
+  EXPECT_EQ(pool.str(),
+            "MaxPool2d(kernel_size=(3, 3), stride=(2, 2), padding=(1, 1), dilation=(1, 1), ceil_mode=false)");
   EXPECT_EQ(nn::MaxPool2d(2).stride, nn::Size2(2));
 }
 
@@ -179,7 +180,8 @@ TEST(NnPooling, AvgPoolMatchesNaiveLoopWithAndWithoutPadCounting) {
   nn::AvgPool2d pool(2);
   Tensor leaf = testing::random_leaf({1, 2, 4, 4}, 5);
   EXPECT_TRUE(testing::gradcheck([&](const TensorList& in) { return pool(in[0].transpose(2, 3)); }, {leaf}));
-  EXPECT_EQ(pool.str(), "AvgPool2d(kernel_size=(2, 2), stride=(2, 2), padding=(0, 0), ceil_mode=false, count_include_pad=true)");
+  EXPECT_EQ(pool.str(),
+            "AvgPool2d(kernel_size=(2, 2), stride=(2, 2), padding=(0, 0), ceil_mode=false, count_include_pad=true)");
   try {
     nn::AvgPool2d bad(2, 2, 2);
     FAIL() << "expected an error";

@@ -69,7 +69,7 @@ TEST(NnEmbedding, LooksUpRowsAndAccumulatesGradients) {
     for (int d = 0; d < 3; ++d) EXPECT_EQ(g[r * 3 + d], counts[r]);
   }
   emb->to(DType::Float64);
-  EXPECT_TRUE(testing::gradcheck([&](const TensorList&) { return (*emb)(idx) * 2.0; }, {emb->weight}));
+  EXPECT_TRUE(testing::gradcheck([&](const TensorList&) { return (*emb)(idx)*2.0; }, {emb->weight}));
   EXPECT_EQ(emb->str(), "Embedding(5, 3)");
 }
 

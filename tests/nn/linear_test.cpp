@@ -35,18 +35,22 @@ TEST(NnLinear, ForwardMatchesNaiveLoopOnBatchedInput) {
   Tensor v = from_vector<float>({1, 2, 3, 4});
   std::vector<float> w = to_vector<float>(no_bias->weight), out = to_vector<float>((*no_bias)(v));
   ASSERT_EQ(out.size(), 5u);
-  for (int64_t o = 0; o < 5; ++o) EXPECT_NEAR(out[o], w[o * 4] + 2 * w[o * 4 + 1] + 3 * w[o * 4 + 2] + 4 * w[o * 4 + 3], 1e-5);
+  for (int64_t o = 0; o < 5; ++o)
+    EXPECT_NEAR(out[o], w[o * 4] + 2 * w[o * 4 + 1] + 3 * w[o * 4 + 2] + 4 * w[o * 4 + 3], 1e-5);
 }
 
 TEST(NnLinear, GradcheckInputWeightAndBias) {
   auto lin = std::make_shared<nn::Linear>(3, 2);
   lin->to(DType::Float64);
   Tensor x = testing::random_leaf({4, 3}, 1);
-  EXPECT_TRUE(testing::gradcheck([&](const TensorList& in) { return lin->forward(in[0]); },
-                                 {x, lin->weight, lin->bias}));
+  EXPECT_TRUE(
+      testing::gradcheck([&](const TensorList& in) { return lin->forward(in[0]); }, {x, lin->weight, lin->bias}));
   Tensor xt = testing::random_leaf({3, 2, 4}, 2);  // used as a permuted (4, 2, 3) view
-  EXPECT_TRUE(testing::gradcheck([&](const TensorList& in) { return lin->forward(in[0].permute({2, 1, 0})); },
-                                 {xt, lin->weight, lin->bias}));
+  EXPECT_TRUE(testing::gradcheck(
+      [&](const TensorList& in) {
+        return lin->forward(in[0].permute({2, 1, 0}));
+      },
+      {xt, lin->weight, lin->bias}));
 }
 
 TEST(NnLinear, InitializationMatchesPyTorchBounds) {

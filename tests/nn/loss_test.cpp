@@ -12,8 +12,8 @@
 namespace ember {
 namespace {
 
-using ::testing::HasSubstr;
 using nn::Reduction;
+using ::testing::HasSubstr;
 namespace F = nn::functional;
 
 // -log softmax(row)[target], and the mean of -log softmax(row) over classes.
@@ -83,7 +83,8 @@ TEST(NnLoss, LabelSmoothingMixesInTheUniformTarget) {
   double s0 = (1 - e) * nll_of({1, 2, 3}, 2) + e * uniform_of({1, 2, 3});
   double s2 = (1 - e) * nll_of({0.5, -2, 2}, 1) + e * uniform_of({0.5, -2, 2});
   EXPECT_NEAR(F::cross_entropy(x, t, {.label_smoothing = e}).item<double>(), (s0 + s2) / 2, 1e-12);
-  std::vector<double> none = to_vector<double>(F::cross_entropy(x, t, {.label_smoothing = e, .reduction = Reduction::None}));
+  std::vector<double> none =
+      to_vector<double>(F::cross_entropy(x, t, {.label_smoothing = e, .reduction = Reduction::None}));
   EXPECT_NEAR(none[0], s0, 1e-12);
   EXPECT_EQ(none[1], 0.0);
   EXPECT_NEAR(none[2], s2, 1e-12);
@@ -108,7 +109,9 @@ TEST(NnLoss, CrossEntropyOverExtraDims) {
     }
   }
   EXPECT_NEAR(F::cross_entropy(x, t).item<double>(), total / 8, 1e-12);
-  EXPECT_THAT(error_of([&] { F::cross_entropy(x, zeros({2, 3}, DType::Int64)); }),
+  EXPECT_THAT(error_of([&] {
+                F::cross_entropy(x, zeros({2, 3}, DType::Int64));
+              }),
               HasSubstr("i.e. [2, 4] for an input of shape [2, 3, 4], but got [2, 3]"));
 }
 
@@ -129,7 +132,9 @@ TEST(NnLoss, OutOfRangeLabelNamesTheLabelAndTheClassCount) {
   e = error_of([&] { F::nll_loss(x, from_vector<int64_t>({-1, 0, 1})); });
   EXPECT_THAT(e, HasSubstr("nll_loss: a target is not a class index for 5 classes"));
   EXPECT_THAT(e, HasSubstr("index -1 is out of bounds"));
-  EXPECT_THAT(error_of([&] { F::cross_entropy(x, from_vector<float>({0, 1, 2})); }),
+  EXPECT_THAT(error_of([&] {
+                F::cross_entropy(x, from_vector<float>({0, 1, 2}));
+              }),
               HasSubstr("expected class indices as an int64 tensor, got a target of [3] float32"));
 }
 
@@ -138,7 +143,9 @@ TEST(NnLoss, CrossEntropyAndNllGradcheck) {
   Tensor t = from_vector<int64_t>({2, -100, 0, 1});
   EXPECT_TRUE(testing::gradcheck([&](const TensorList& in) { return F::cross_entropy(in[0], t); }, {x}));
   EXPECT_TRUE(testing::gradcheck(
-      [&](const TensorList& in) { return F::cross_entropy(in[0], t, {.label_smoothing = 0.2, .reduction = Reduction::None}); },
+      [&](const TensorList& in) {
+        return F::cross_entropy(in[0], t, {.label_smoothing = 0.2, .reduction = Reduction::None});
+      },
       {x}));
   Tensor xt = testing::random_leaf({3, 4}, 2);  // transposed: (4, 3)
   EXPECT_TRUE(testing::gradcheck(
@@ -156,9 +163,11 @@ TEST(NnLoss, MseAndL1MatchHandValues) {
   EXPECT_EQ(to_vector<double>(F::l1_loss(a, b, Reduction::None)), (std::vector<double>{1, 3, 0, 1}));
   Tensor x = testing::random_leaf({3, 2}, 3), y = testing::random_leaf({2, 3}, 4);
   EXPECT_TRUE(testing::gradcheck([](const TensorList& in) { return F::mse_loss(in[0], in[1].t()); }, {x, y}));
-  EXPECT_TRUE(testing::gradcheck([](const TensorList& in) { return F::l1_loss(in[0], in[1].t(), Reduction::None); },
-                                 {x, y}));
-  EXPECT_THAT(error_of([&] { F::mse_loss(zeros({4, 1}), zeros({4})); }),
+  EXPECT_TRUE(
+      testing::gradcheck([](const TensorList& in) { return F::l1_loss(in[0], in[1].t(), Reduction::None); }, {x, y}));
+  EXPECT_THAT(error_of([&] {
+                F::mse_loss(zeros({4, 1}), zeros({4}));
+              }),
               HasSubstr("mse_loss: the input has shape [4, 1] but the target [4]"));
 }
 

@@ -1,7 +1,7 @@
 // nn::Module: registration and names, tree walks, train/eval, to(),
 // zero_grad, clone, state dicts and printing.
-#include <gtest/gtest.h>
 #include <gmock/gmock.h>
+#include <gtest/gtest.h>
 
 #include "ember.h"
 
@@ -151,7 +151,7 @@ TEST(NnModule, ToDtypeConvertsFloatingTensorsInPlaceAndKeepsHandles) {
 
   block->to(DType::Float64);
   for (const auto& item : block->named_parameters()) EXPECT_EQ(item.value.dtype(), DType::Float64) << item.key;
-  EXPECT_EQ(block->steps.dtype(), DType::Int64);  // integral buffers keep their dtype
+  EXPECT_EQ(block->steps.dtype(), DType::Int64);         // integral buffers keep their dtype
   EXPECT_EQ(block->fc->weight.dtype(), DType::Float64);  // the member sees the conversion
   EXPECT_TRUE(before[1].is_same(block->fc->weight));
   EXPECT_EQ(before[1].dtype(), DType::Float64);
@@ -231,6 +231,28 @@ TEST(NnModule, CloneOfASubclassThatDoesNotOverrideCloneIsAnError) {
   };
   auto m = std::make_shared<MyLinear>(2, 2);
   EXPECT_THAT(error_of([&] { nn::clone(m); }), HasSubstr("MyLinear must override clone()"));
+}
+
+TEST(NnModule, CloneThatRebuildsADifferentTreeIsAnError) {
+  // A class whose clone() forgets an option that decides its parameters.
+  class Shaky : public nn::Module {
+   public:
+    explicit Shaky(bool extra) {
+      register_parameter("w", zeros({2}));
+      if (extra) register_parameter("extra", zeros({2}));
+    }
+    std::shared_ptr<nn::Module> clone() const override { return clone_as<Shaky>(false); }
+  };
+  auto m = std::make_shared<Shaky>(true);
+  EXPECT_THAT(
+      error_of([&] { m->clone(); }),
+      HasSubstr("the copy of Shaky has parameters and buffers [\"w\"] but the original has [\"w\", \"extra\"]"));
+}
+
+TEST(NnModule, ModulesNeedSharedOwnership) {
+  nn::ReLU on_stack;
+  EXPECT_THAT(error_of([&] { on_stack.modules(); }),
+              HasSubstr("this ReLU is not owned by a std::shared_ptr; create modules with std::make_shared"));
 }
 
 TEST(NnModule, StateDictRoundTripGivesEqualOutputs) {

@@ -7,8 +7,8 @@
 #include <cmath>
 
 #include "ember.h"
-#include "tiny_gpt.h"
 #include "support/cuda_compare.h"
+#include "tiny_gpt.h"
 
 namespace ember {
 namespace {
@@ -58,9 +58,8 @@ TEST(NnCuda, ConvNetMatchesCpu) {
       std::make_shared<nn::Dropout>(0.0), std::make_shared<nn::Linear>(8, 4));
   Tensor x = randn({4, 3, 16, 16});
   Tensor y = from_vector<int64_t>({0, 3, 1, 2});
-  expect_same_on_cuda<nn::Sequential>(net, [&](nn::Sequential& m, Device d) {
-    return nn::functional::cross_entropy(m(x.to(d)), y.to(d));
-  });
+  expect_same_on_cuda<nn::Sequential>(
+      net, [&](nn::Sequential& m, Device d) { return nn::functional::cross_entropy(m(x.to(d)), y.to(d)); });
   // The running statistics were updated the same way on both devices.
   auto gpu = nn::clone(net);
   gpu->to(cuda_device(0));
