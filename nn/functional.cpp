@@ -1,16 +1,17 @@
-// nn::functional: linear and scaled dot-product attention, composed from
-// matmul, add, where and softmax (their backward comes from those ops).
+// nn::functional: linear (ember::linear, with the fused bias GEMM on CUDA)
+// and scaled dot-product attention, composed from matmul, where and softmax
+// (their backward comes from those ops).
 #include "nn/functional.h"
 
 #include <cmath>
 #include <limits>
 
-namespace ember::nn::functional {
-namespace {
+#include "core/ops/op_utils.h"
 
-std::string describe(const Tensor& t) {
-  return shape_str(t.shape()) + " " + dtype_name(t.dtype()) + " on " + t.device().str();
-}
+namespace ember::nn::functional {
+using ember::detail::describe;
+
+namespace {
 
 void check_same_kind(const char* op, const char* what, const Tensor& t, const char* ref_name, const Tensor& ref) {
   EMBER_CHECK(t.dtype() == ref.dtype() && t.device() == ref.device(),
@@ -21,21 +22,7 @@ void check_same_kind(const char* op, const char* what, const Tensor& t, const ch
 }  // namespace
 
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
-  EMBER_CHECK(input.defined() && weight.defined(), "linear: the input and the weight must be defined");
-  EMBER_CHECK(weight.dim() == 2,
-              "linear: the weight must be 2-D (out_features, in_features), got " << describe(weight));
-  EMBER_CHECK(input.dim() >= 1 && input.size(-1) == weight.size(1),
-              "linear: the input of shape " << shape_str(input.shape())
-                                            << " does not end in in_features = " << weight.size(1)
-                                            << " (the weight has shape " << shape_str(weight.shape()) << ")");
-  check_same_kind("linear", "the weight", weight, "the input", input);
-  Tensor y = matmul(input, weight.t());
-  if (!bias.defined()) return y;
-  EMBER_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), "linear: the bias must have shape ["
-                                                                     << weight.size(0) << "] (out_features), got "
-                                                                     << shape_str(bias.shape()));
-  check_same_kind("linear", "the bias", bias, "the input", input);
-  return y + bias;
+  return ember::linear(input, weight, bias);  // the fused bias GEMM on CUDA
 }
 
 std::pair<Tensor, Tensor> scaled_dot_product_attention_with_weights(const Tensor& query, const Tensor& key,

@@ -88,14 +88,14 @@ TEST(NnLinear, ErrorsNameShapesAndDtypes) {
     lin->forward(zeros({2, 5}));
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_THAT(e.what(), HasSubstr("the input of shape [2, 5] does not end in in_features = 4"));
-    EXPECT_THAT(e.what(), HasSubstr("[3, 4]"));
+    EXPECT_THAT(e.what(), HasSubstr("input shape [2, 5] and weight shape [3, 4] do not match"));
+    EXPECT_THAT(e.what(), HasSubstr("in_features"));
   }
   try {
     lin->forward(zeros({2, 4}, DType::Float64));
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_THAT(e.what(), HasSubstr("the weight is [3, 4] float32 on cpu but the input is [2, 4] float64 on cpu"));
+    EXPECT_THAT(e.what(), HasSubstr("input [2, 4] float64 on cpu and weight [3, 4] float32 on cpu"));
   }
   EXPECT_EQ(lin->str(), "Linear(in_features=4, out_features=3, bias=true)");
 }
