@@ -35,6 +35,14 @@ class ParseError : public Error {
 
 struct Value {
   enum class Kind { Null, Bool, Number, String, Array, Object };
+  // Defined out of line: `object` holds pairs of the still incomplete Value.
+  Value();
+  Value(const Value&);
+  Value(Value&&) noexcept;
+  Value& operator=(const Value&);
+  Value& operator=(Value&&) noexcept;
+  ~Value();
+
   Kind kind = Kind::Null;
   bool boolean = false;
   std::string text;  // String: the decoded UTF-8; Number: the literal

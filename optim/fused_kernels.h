@@ -11,9 +11,9 @@
 //   rounded to its dtype once per step.
 // - `step` (when not null) is the tensor's int64 step counter, in the same
 //   memory as the params. The update uses s = *step + 1 and the kernel
-//   leaves *step == s when it returns. The CUDA kernel reads every counter
-//   in its update launch(es) and advances them in one later launch, so no
-//   block races another on a counter.
+//   leaves *step == s when it returns. On CUDA the update launches only
+//   read the counters and a later launch (one per 448 tensors) advances
+//   them, so no block races another on a counter.
 // - `found_inf` (when not null) is one float in device memory: when it is
 //   non-zero the call changes nothing (params, state and step counters stay
 //   as they were). `inv_scale` (when not null) is one float in device

@@ -68,9 +68,9 @@ TEST(Json, RejectsWhatTheGrammarDoesNot) {
       {"", "unexpected end of input, expected a value at byte 0"},
       {"[] []", "unexpected data after the JSON value at byte 3"},
   };
-  for (const auto& [text, message] : cases) {
-    SCOPED_TRACE(text);
-    EXPECT_THAT(error_text([&] { json::parse(text); }), HasSubstr(message));
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.first);
+    EXPECT_THAT(error_text([&] { json::parse(c.first); }), HasSubstr(c.second));
   }
 }
 
