@@ -237,22 +237,31 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
   std::string header = "{";
   if (!metadata.empty()) {
     header += "\"__metadata__\":{";
-    bool first = true;
     for (const auto& [key, value] : metadata) {
-      header += (first ? "" : ",") + json::quote(key) + ":" + json::quote(value);
-      first = false;
+      if (header.back() != '{') header += ',';
+      header += json::quote(key);
+      header += ':';
+      header += json::quote(value);
     }
-    header += "}";
+    header += '}';
   }
   uint64_t offset = 0;
   for (const Item& item : items) {
     const uint64_t nbytes = uint64_t(item.dense.numel()) * item.dense.element_size();
-    header += (header.size() > 1 ? "," : "") + json::quote(*item.name) + ":{\"dtype\":\"" +
-              safetensors_dtype_name(item.dense.dtype()) + "\",\"shape\":[";
+    if (header.size() > 1) header += ',';
+    header += json::quote(*item.name);
+    header += ":{\"dtype\":\"";
+    header += safetensors_dtype_name(item.dense.dtype());
+    header += "\",\"shape\":[";
     for (size_t d = 0; d < item.dense.shape().size(); ++d) {
-      header += (d ? "," : "") + std::to_string(item.dense.shape()[d]);
+      if (d > 0) header += ',';
+      header += std::to_string(item.dense.shape()[d]);
     }
-    header += "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(offset + nbytes) + "]}";
+    header += "],\"data_offsets\":[";
+    header += std::to_string(offset);
+    header += ',';
+    header += std::to_string(offset + nbytes);
+    header += "]}";
     offset += nbytes;
   }
   header += "}";
