@@ -22,6 +22,7 @@ using optim::FusedTensor;
 using optim::MultiTensorArgs;
 
 constexpr int kListTensors = 64;
+constexpr int kILP = 4;  // loads each thread keeps in flight
 using List = ChunkList<1, kListTensors>;
 
 void* pick_tensor(const FusedTensor& f, int) { return f.param; }
@@ -32,15 +33,23 @@ __global__ void norm_partials_kernel(const List list, acc_t<T> p, acc_t<T>* part
   __shared__ A shared[32];
   const BlockChunk bc = block_chunk(list);
   const T* x = static_cast<const T*>(list.ptr[0][bc.slot]) + bc.begin;
-  A acc = 0;
-  for (int64_t i = threadIdx.x; i < bc.length; i += blockDim.x) {
-    const A v = to_acc(x[i]);
-    if constexpr (Inf) acc = optim_math::maximum(acc, v < A(0) ? -v : v);
-    else acc += optim_math::abs_pow(v, p);
+  A acc[kILP] = {};
+  for (int64_t base = threadIdx.x; base < bc.length; base += int64_t(blockDim.x) * kILP) {
+#pragma unroll
+    for (int u = 0; u < kILP; ++u) {
+      const int64_t i = base + int64_t(u) * blockDim.x;
+      if (i >= bc.length) continue;
+      const A v = to_acc(x[i]);
+      if constexpr (Inf) acc[u] = optim_math::maximum(acc[u], v < A(0) ? -v : v);
+      else acc[u] += optim_math::abs_pow(v, p);
+    }
   }
-  if constexpr (Inf) acc = block_max(acc, shared, A(0));
-  else acc = block_sum(acc, shared);
-  if (threadIdx.x == 0) partials[list.first_chunk[bc.slot] + list.block_chunk[blockIdx.x]] = acc;
+  A total = acc[0];
+#pragma unroll
+  for (int u = 1; u < kILP; ++u) total = Inf ? optim_math::maximum(total, acc[u]) : total + acc[u];
+  if constexpr (Inf) total = block_max(total, shared, A(0));
+  else total = block_sum(total, shared);
+  if (threadIdx.x == 0) partials[list.first_chunk[bc.slot] + list.block_chunk[blockIdx.x]] = total;
 }
 
 template <typename T>
@@ -48,7 +57,19 @@ __global__ void scale_kernel(const List list, const acc_t<T>* scale) {
   const BlockChunk bc = block_chunk(list);
   T* x = static_cast<T*>(list.ptr[0][bc.slot]) + bc.begin;
   const acc_t<T> s = *scale;
-  for (int64_t i = threadIdx.x; i < bc.length; i += blockDim.x) x[i] = from_acc<T>(to_acc(x[i]) * s);
+  for (int64_t base = threadIdx.x; base < bc.length; base += int64_t(blockDim.x) * kILP) {
+    acc_t<T> v[kILP] = {};
+#pragma unroll
+    for (int u = 0; u < kILP; ++u) {
+      const int64_t i = base + int64_t(u) * blockDim.x;
+      if (i < bc.length) v[u] = to_acc(x[i]);
+    }
+#pragma unroll
+    for (int u = 0; u < kILP; ++u) {
+      const int64_t i = base + int64_t(u) * blockDim.x;
+      if (i < bc.length) x[i] = from_acc<T>(v[u] * s);
+    }
+  }
 }
 
 void norm_partials(const MultiTensorArgs& a, double norm_type, void* partials) {

@@ -42,6 +42,10 @@ void* pick_slot(const FusedTensor& f, int d) {
   return f.state[d - 2];
 }
 
+// Each thread keeps kILP elements of every array in flight: a memory-bound
+// kernel needs that many loads outstanding to approach peak bandwidth.
+constexpr int kILP = 4;
+
 template <typename T>
 __global__ void sgd_kernel(const SGDList list, const SGDHyper h, const float* found_inf, const float* inv_scale) {
   using A = acc_t<T>;
@@ -52,14 +56,27 @@ __global__ void sgd_kernel(const SGDList list, const SGDHyper h, const float* fo
   T* p = static_cast<T*>(list.ptr[0][bc.slot]) + bc.begin;
   const T* g = static_cast<const T*>(list.ptr[1][bc.slot]) + bc.begin;
   A* buf = static_cast<A*>(list.ptr[2][bc.slot]);
+  if (buf != nullptr) buf += bc.begin;
   const int64_t* step = list.step[bc.slot];
   const bool first = step != nullptr && *step == 0;
-  for (int64_t i = threadIdx.x; i < bc.length; i += blockDim.x) {
-    A pv = to_acc(p[i]);
-    A b = buf != nullptr ? buf[bc.begin + i] : A(0);
-    optim_math::sgd_element<A>(c, pv, to_acc(g[i]) * factor, b, first);
-    p[i] = from_acc<T>(pv);
-    if (buf != nullptr) buf[bc.begin + i] = b;
+  for (int64_t base = threadIdx.x; base < bc.length; base += int64_t(blockDim.x) * kILP) {
+    A pv[kILP] = {}, gv[kILP] = {}, bv[kILP] = {};
+#pragma unroll
+    for (int u = 0; u < kILP; ++u) {
+      const int64_t i = base + int64_t(u) * blockDim.x;
+      if (i >= bc.length) continue;
+      pv[u] = to_acc(p[i]);
+      gv[u] = to_acc(g[i]);
+      if (buf != nullptr && !first) bv[u] = buf[i];
+    }
+#pragma unroll
+    for (int u = 0; u < kILP; ++u) {
+      const int64_t i = base + int64_t(u) * blockDim.x;
+      if (i >= bc.length) continue;
+      optim_math::sgd_element<A>(c, pv[u], gv[u] * factor, bv[u], first);
+      p[i] = from_acc<T>(pv[u]);
+      if (buf != nullptr) buf[i] = bv[u];
+    }
   }
 }
 
@@ -76,15 +93,28 @@ __global__ void adam_kernel(const AdamList list, const AdamHyper h, const float*
   A* v = static_cast<A*>(list.ptr[3][bc.slot]) + bc.begin;
   A* vmax = static_cast<A*>(list.ptr[4][bc.slot]);
   if (vmax != nullptr) vmax += bc.begin;
-  for (int64_t i = threadIdx.x; i < bc.length; i += blockDim.x) {
-    A pv = to_acc(p[i]);
-    A mv = m[i], vv = v[i];
-    A mx = vmax != nullptr ? vmax[i] : A(0);
-    optim_math::adam_element<A>(c, pv, to_acc(g[i]) * factor, mv, vv, mx);
-    p[i] = from_acc<T>(pv);
-    m[i] = mv;
-    v[i] = vv;
-    if (vmax != nullptr) vmax[i] = mx;
+  for (int64_t base = threadIdx.x; base < bc.length; base += int64_t(blockDim.x) * kILP) {
+    A pv[kILP] = {}, gv[kILP] = {}, mv[kILP] = {}, vv[kILP] = {}, xv[kILP] = {};
+#pragma unroll
+    for (int u = 0; u < kILP; ++u) {
+      const int64_t i = base + int64_t(u) * blockDim.x;
+      if (i >= bc.length) continue;
+      pv[u] = to_acc(p[i]);
+      gv[u] = to_acc(g[i]);
+      mv[u] = m[i];
+      vv[u] = v[i];
+      if (vmax != nullptr) xv[u] = vmax[i];
+    }
+#pragma unroll
+    for (int u = 0; u < kILP; ++u) {
+      const int64_t i = base + int64_t(u) * blockDim.x;
+      if (i >= bc.length) continue;
+      optim_math::adam_element<A>(c, pv[u], gv[u] * factor, mv[u], vv[u], xv[u]);
+      p[i] = from_acc<T>(pv[u]);
+      m[i] = mv[u];
+      v[i] = vv[u];
+      if (vmax != nullptr) vmax[i] = xv[u];
+    }
   }
 }
 
