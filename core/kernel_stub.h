@@ -26,8 +26,12 @@ class KernelStub {
 
  private:
   [[noreturn]] void missing(DeviceType type) const {
-    EMBER_FAIL(name_ << ": no kernel for device type " << Device(type, 0).str()
-                     << (type == DeviceType::CUDA ? " (this ember was built without CUDA)" : ""));
+#if defined(EMBER_WITH_CUDA)
+    const char* why = "";
+#else
+    const char* why = type == DeviceType::CUDA ? " (this ember was built without CUDA)" : "";
+#endif
+    EMBER_FAIL(name_ << ": no kernel for device type " << (type == DeviceType::CUDA ? "cuda" : "cpu") << why);
   }
   const char* name_;
   Fn* table_[kNumDeviceTypes] = {};

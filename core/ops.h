@@ -3,7 +3,8 @@
 // Contract for every op here:
 // - Inputs may be any strided view (non-contiguous, broadcast, offset).
 // - Binary ops broadcast as NumPy does and promote dtypes as PyTorch does
-//   (promote_types; a Scalar only lifts the category, see core/scalar.h).
+//   (result_type; a Scalar or a 0-dim tensor only lifts the category, see
+//   core/scalar.h).
 // - All tensor inputs must be on one device; the output is on that device.
 // - Floating-only ops (exp, log, softmax, ...) promote integral inputs to
 //   float32, as PyTorch does.
@@ -80,6 +81,10 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> m
 Tensor logical_not(const Tensor& x);
 
 // ---------------- elementwise binary (broadcasting) ----------------
+// The dtype of a binary op on a and b (torch.result_type): promote_types,
+// except that a 0-dim tensor only lifts the category of a dimensioned one,
+// as a Scalar does (float16_tensor * float32_0dim_tensor is float16).
+DType result_type(const Tensor& a, const Tensor& b);
 Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha = 1);  // a + alpha * b
 Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha = 1);
 Tensor mul(const Tensor& a, const Tensor& b);
@@ -183,6 +188,12 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 // Whether float32 matmul may use TF32 tensor cores on CUDA (off by default).
 void set_allow_tf32(bool allow);
 bool allow_tf32();
+// torch.nn.functional.linear: x @ weight^T + bias for x [..., in_features]
+// (any rank >= 1), weight [out_features, in_features] and an optional bias
+// [out_features]; the result is [..., out_features]. With a bias, on CUDA
+// the bias is added in the GEMM's epilogue (cublasLt) when the layout of x
+// allows it.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
 
 // ---------------- joining and splitting ----------------
 // cat promotes dtypes; sizes must match except along dim. As in PyTorch's

@@ -10,6 +10,7 @@
 
 #include "core/autograd/function.h"
 #include "core/ops.h"
+#include "core/ops/op_utils.h"
 
 namespace ember {
 
@@ -27,6 +28,8 @@ TensorImpl::TensorImpl(std::shared_ptr<Storage> st, Shape sz, Shape str, int64_t
 
 TensorImpl::~TensorImpl() = default;
 
+using detail::wrap_dim;
+
 namespace {
 
 Shape contiguous_strides(const Shape& sizes) {
@@ -43,13 +46,6 @@ int64_t shape_numel(const Shape& s) {
   int64_t n = 1;
   for (int64_t v : s) n *= v;
   return n;
-}
-
-int64_t wrap_dim(const char* op, int64_t dim, int64_t ndim, const Shape& shape) {
-  int64_t n = std::max<int64_t>(ndim, 1);
-  EMBER_CHECK(dim >= -n && dim < n, op << ": dim " << dim << " is out of range for a tensor of shape "
-                                       << shape_str(shape) << " (valid dims: " << -n << " to " << n - 1 << ")");
-  return dim < 0 ? dim + n : dim;
 }
 
 Tensor make_view(const Tensor& base, Shape sizes, Shape strides, int64_t offset) {
@@ -113,6 +109,23 @@ std::optional<Shape> view_strides(const Shape& sizes, const Shape& strides, cons
   return out;
 }
 
+// The gradient of slice: g written into zeros of the input's shape. Under
+// create_graph it records its own backward, the same slice of the incoming
+// gradient (writing g through a view would be an in-place op on a view).
+Tensor slice_backward(const Tensor& g, const Shape& in_shape, int64_t d, int64_t start, int64_t end, int64_t step) {
+  Tensor gi = zeros(in_shape, g.dtype(), g.device());
+  {
+    NoGradGuard no_grad;
+    gi.slice(d, start, end, step).copy_(g);
+  }
+  if (needs_grad(g)) {
+    record("SliceBackwardBackward", {&gi}, {g}, [d, start, end, step](const TensorList& gg) {
+      return TensorList{gg[0].slice(d, start, end, step)};
+    });
+  }
+  return gi;
+}
+
 }  // namespace
 
 Tensor empty(const Shape& shape, DType dtype, Device device) {
@@ -149,6 +162,7 @@ Tensor Tensor::as_strided(const Shape& sizes, const Shape& strides, int64_t offs
                                                                    << shape_str(strides) << " differ in length");
   EMBER_CHECK(!needs_grad(*this), "as_strided: not differentiable in ember; use view, narrow, permute or expand, "
                                   "which are");
+  EMBER_CHECK(offset >= 0, "as_strided: negative storage offset " << offset << " for sizes " << shape_str(sizes));
   int64_t max_index = offset;
   for (size_t i = 0; i < sizes.size(); ++i) {
     EMBER_CHECK(sizes[i] >= 0 && strides[i] >= 0, "as_strided: negative size or stride in " << shape_str(sizes)
@@ -239,12 +253,8 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
   Tensor out = make_view(*this, sz, st, storage_offset() + start * strides()[d]);
   if (needs_grad(*this)) {
     Shape in_shape = sizes();
-    DType dt = dtype();
-    Device dev = device();
-    record("SliceBackward", {&out}, {*this}, [in_shape, dt, dev, d, start, end, step](const TensorList& g) {
-      Tensor gi = zeros(in_shape, dt, dev);
-      gi.slice(d, start, end, step).copy_(g[0]);
-      return TensorList{gi};
+    record("SliceBackward", {&out}, {*this}, [in_shape, d, start, end, step](const TensorList& g) {
+      return TensorList{slice_backward(g[0], in_shape, d, start, end, step)};
     });
   }
   return out;
@@ -282,6 +292,9 @@ Tensor Tensor::expand(const Shape& shape) const {
     int64_t want = shape[i] == -1 ? have : shape[i];
     EMBER_CHECK(j >= 0 || shape[i] != -1, "expand: -1 is not allowed for the new leading dim " << i << " in "
                                                                                                << shape_str(shape));
+    EMBER_CHECK(want >= 0, "expand: invalid size " << want << " at dim " << i << " of the target " << shape_str(shape)
+                                                   << " (sizes are >= 0, or -1 to keep the tensor's size); tensor "
+                                                   << shape_str(sizes()));
     EMBER_CHECK(have == want || have == 1, "expand: the expanded size " << want << " must match the existing size "
                                                                         << have << " at non-singleton dim " << i
                                                                         << "; target " << shape_str(shape)
@@ -405,33 +418,48 @@ Scalar item_scalar(const Tensor& t) {
 }  // namespace detail
 
 namespace {
-void print_values(std::ostream& os, const Tensor& t, const std::vector<double>& v, bool integral, int64_t dim,
-                  int64_t& index, const Shape& shape, int indent) {
+// A tensor's values in row-major order, kept exact for its dtype (int64
+// beyond 2^53 too) and printed in the dtype's style.
+struct PrintValues {
+  explicit PrintValues(const Tensor& t) : dtype(t.dtype()) {
+    if (is_floating(dtype)) floats = to_vector<double>(t);
+    else ints = to_vector<int64_t>(t);
+  }
+  void print(std::ostream& os, int64_t i) const {
+    if (dtype == DType::Bool) os << (ints[size_t(i)] ? "true" : "false");
+    else if (is_floating(dtype)) os << floats[size_t(i)];
+    else os << ints[size_t(i)];
+  }
+  DType dtype;
+  std::vector<double> floats;
+  std::vector<int64_t> ints;
+};
+
+// Prints dims [dim, ...) from element `index` on; a tensor of more than 1000
+// elements shows the first and last 3 entries of each dim.
+void print_values(std::ostream& os, const PrintValues& v, bool summarize_large, int64_t dim, int64_t& index,
+                  const Shape& shape, int indent) {
   const int64_t edge = 3;
   if (shape.empty()) {
-    os << v[0];
+    v.print(os, 0);
     return;
   }
   os << "[";
   int64_t n = shape[dim];
-  bool summarize = t.numel() > 1000 && n > 2 * edge;
+  bool summarize = summarize_large && n > 2 * edge;
+  bool innermost = dim + 1 == int64_t(shape.size());
   int64_t inner = 1;
   for (size_t i = dim + 1; i < shape.size(); ++i) inner *= shape[i];
   for (int64_t i = 0; i < n; ++i) {
     if (summarize && i == edge) {
-      os << (dim + 1 == int64_t(shape.size()) ? "..., " : "...,\n" + std::string(indent + 1, ' '));
+      os << (innermost ? "..., " : "...,\n" + std::string(indent + 1, ' '));
       index += (n - 2 * edge) * inner;
       i = n - edge - 1;
       continue;
     }
-    if (dim + 1 == int64_t(shape.size())) {
-      double x = v[index++];
-      if (integral) os << int64_t(x);
-      else os << x;
-    } else {
-      print_values(os, t, v, integral, dim + 1, index, shape, indent + 1);
-    }
-    if (i + 1 < n) os << (dim + 1 == int64_t(shape.size()) ? ", " : ",\n" + std::string(indent + 1, ' '));
+    if (innermost) v.print(os, index++);
+    else print_values(os, v, summarize_large, dim + 1, index, shape, indent + 1);
+    if (i + 1 < n) os << (innermost ? ", " : ",\n" + std::string(indent + 1, ' '));
   }
   os << "]";
 }
@@ -441,10 +469,9 @@ std::string Tensor::str() const {
   if (!defined()) return "tensor(undefined)";
   std::ostringstream os;
   os << "tensor(";
-  std::vector<double> values = to_vector<double>(*this);
   int64_t index = 0;
   os << std::setprecision(6);
-  print_values(os, *this, values, !is_floating(dtype()), 0, index, sizes(), 7);
+  print_values(os, PrintValues(*this), numel() > 1000, 0, index, sizes(), 7);
   os << ", dtype=" << dtype_name(dtype()) << ", device=" << device() << ", shape=" << shape_str(sizes());
   if (requires_grad()) os << ", requires_grad=true";
   if (grad_fn()) os << ", grad_fn=" << grad_fn()->name();

@@ -38,7 +38,7 @@ EMBER_HOST_DEVICE inline T unary(T x) {
   if constexpr (Op == UnaryOp::Neg) return -x;
   else if constexpr (Op == UnaryOp::Abs) return x < T(0) ? -x : x;
   else if constexpr (Op == UnaryOp::Sign) return T((T(0) < x) - (x < T(0)));
-  else if constexpr (Op == UnaryOp::Relu) return x > T(0) ? x : T(0);
+  else if constexpr (Op == UnaryOp::Relu) return x < T(0) ? T(0) : x;  // NaN propagates, as in PyTorch
   else if constexpr (Op == UnaryOp::Square) return x * x;
   else if constexpr (Op == UnaryOp::LogicalNot) return !x;
   else if constexpr (Op == UnaryOp::Exp) return EMBER_MATH_FN(exp)(x);

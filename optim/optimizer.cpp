@@ -8,14 +8,13 @@
 
 #include "core/grad_mode.h"
 #include "core/ops.h"
+#include "core/ops/op_utils.h"
 
 namespace ember::optim {
 
-namespace {
+using detail::describe;
 
-std::string describe(const Tensor& t) {
-  return shape_str(t.shape()) + " " + dtype_name(t.dtype()) + " on " + t.device().str();
-}
+namespace {
 
 std::string option_list(const GroupOptions& options) {
   std::ostringstream s;

@@ -100,8 +100,12 @@ TensorList run(const TensorList& roots, const TensorList& grads, bool retain_gra
           if (child && visited.insert(child).second) dfs.push_back({child, 0});
           continue;
         }
-        bool need = targets.count(n) > 0;
-        for (const Edge& ce : n->next_edges()) need = need || (ce.valid() && needed.count(ce.node.get()));
+        // A node runs only when a captured slot lies below it; a captured
+        // node itself is not run (its input gradient is all grad() needs).
+        bool need = false;
+        for (const Edge& ce : n->next_edges()) {
+          need = need || (ce.valid() && (needed.count(ce.node.get()) || targets.count(ce.node.get())));
+        }
         if (need) needed.insert(n);
         dfs.pop_back();
       }
@@ -133,11 +137,13 @@ TensorList run(const TensorList& roots, const TensorList& grads, bool retain_gra
     TensorList inputs = std::move(buffers[n]);
     buffers.erase(n);
     inputs.resize(n->num_outputs());
-    for (auto& hook : n->pre_hooks()) {
-      Tensor& g = inputs[hook.output_nr];
-      if (!g.defined()) continue;
-      Tensor replaced = hook.fn(g);
-      if (replaced.defined()) g = replaced;
+    for (bool retains : {false, true}) {  // retain_grad's hooks last
+      for (auto& hook : n->pre_hooks()) {
+        Tensor& g = inputs[hook.output_nr];
+        if (hook.retains_grad != retains || !g.defined()) continue;
+        Tensor replaced = hook.fn(g);
+        if (replaced.defined()) g = replaced;
+      }
     }
     auto* acc = dynamic_cast<AccumulateGrad*>(n);
     for (const Capture& c : captures) {

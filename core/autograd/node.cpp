@@ -22,6 +22,31 @@ void GradMode::set_enabled(bool enabled) { grad_enabled = enabled; }
 
 Node::Node() : sequence_nr_(next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {}
 
+namespace {
+// Moves the next nodes that only `edges` keep alive onto `stack` and drops
+// the other references, so that no node is destroyed from inside another
+// node's destructor.
+void take_sole_owned(std::vector<Edge>& edges, std::vector<std::shared_ptr<Node>>& stack) {
+  for (Edge& e : edges) {
+    if (e.node.use_count() == 1) stack.push_back(std::move(e.node));
+    else e.node.reset();
+  }
+}
+}  // namespace
+
+// A recursive teardown would take a few stack frames per node and overflow
+// on long chains (an RNN over many steps, a loop of 10,000 ops).
+Node::~Node() {
+  std::vector<std::shared_ptr<Node>> stack;
+  take_sole_owned(next_edges_, stack);
+  while (!stack.empty()) {
+    std::shared_ptr<Node> n = std::move(stack.back());
+    stack.pop_back();
+    n->release();  // saved tensors can hold next nodes too
+    take_sole_owned(n->mutable_next_edges(), stack);
+  }  // n dies here with no edges left to follow
+}
+
 namespace autograd {
 
 size_t next_hook_handle() { return next_handle.fetch_add(1, std::memory_order_relaxed); }
@@ -104,13 +129,15 @@ void Tensor::retain_grad() {
   m.retains_grad = true;
   // The hook must not own the tensor: the tensor owns the node that owns the hook.
   std::weak_ptr<TensorImpl> weak = impl_ptr();
-  m.grad_fn->pre_hooks().push_back({autograd::next_hook_handle(), m.output_nr, [weak](const Tensor& g) {
+  m.grad_fn->pre_hooks().push_back({autograd::next_hook_handle(), m.output_nr,
+                                    [weak](const Tensor& g) {
                                       if (auto impl = weak.lock()) {
                                         auto& gm = *impl->autograd;
                                         gm.grad = gm.grad.defined() ? gm.grad + g : g.detach().clone();
                                       }
                                       return Tensor();
-                                    }});
+                                    },
+                                    /*retains_grad=*/true});
 }
 
 void Tensor::backward(const Tensor& gradient, bool retain_graph, bool create_graph) const {

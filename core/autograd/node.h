@@ -13,6 +13,8 @@
 //   AccumulateGrad nodes have the largest of all, so a leaf's gradient is
 //   accumulated as soon as it is complete.
 // - release() drops saved tensors after the node ran (unless retain_graph).
+// - Destroying a node frees the chain of nodes it solely owns iteratively,
+//   so a graph of any depth is torn down without deep recursion.
 #pragma once
 
 #include <cstdint>
@@ -36,7 +38,7 @@ struct Edge {
 class Node : public std::enable_shared_from_this<Node> {
  public:
   Node();
-  virtual ~Node() = default;
+  virtual ~Node();
 
   virtual std::string name() const = 0;
   // grads has one entry per output of the forward op.
@@ -51,11 +53,13 @@ class Node : public std::enable_shared_from_this<Node> {
   void set_num_outputs(uint32_t n) { num_outputs_ = n; }
 
   // Hooks on the gradient of output `output_nr` before apply (tensor hooks of
-  // non-leaf tensors).
+  // non-leaf tensors). retain_grad's hook runs after the tensor's other
+  // hooks, so that the retained gradient is the final one (as in PyTorch).
   struct PreHook {
     size_t handle;
     uint32_t output_nr;
     std::function<Tensor(const Tensor&)> fn;
+    bool retains_grad = false;
   };
   std::vector<PreHook>& pre_hooks() { return pre_hooks_; }
 

@@ -4,6 +4,7 @@
 
 #include "core/autograd/function.h"
 #include "core/ops.h"
+#include "core/ops/op_utils.h"
 #include "core/ops/elementwise_kernels.h"
 
 namespace ember {
@@ -12,11 +13,9 @@ using autograd::needs_grad;
 using autograd::record;
 using autograd::SavedTensor;
 
-namespace {
+using detail::describe;
 
-std::string describe(const Tensor& t) {
-  return shape_str(t.shape()) + " " + dtype_name(t.dtype()) + " on " + t.device().str();
-}
+namespace {
 
 // A 0-dim CPU tensor may join a CUDA op (as in PyTorch); anything else must
 // share one device.
@@ -91,6 +90,14 @@ void check_not_bool(const char* op, DType t) {
 }
 
 }  // namespace
+
+DType result_type(const Tensor& a, const Tensor& b) {
+  bool za = a.dim() == 0, zb = b.dim() == 0;
+  if (za == zb) return promote_types(a.dtype(), b.dtype());
+  DType dimmed = za ? b.dtype() : a.dtype(), zero = za ? a.dtype() : b.dtype();
+  auto category = [](DType t) { return is_floating(t) ? 2 : t == DType::Bool ? 0 : 1; };
+  return category(zero) > category(dimmed) ? promote_types(dimmed, zero) : dimmed;
+}
 
 // ---------------- unary ----------------
 
@@ -179,6 +186,10 @@ Tensor logical_not(const Tensor& x) {
 Tensor pow(const Tensor& x, const Scalar& e) {
   DType compute = promote_with_scalar(x.dtype(), e);
   check_not_bool("pow", compute);
+  EMBER_CHECK(is_floating(compute) || e.is_floating() || e.to_int() >= 0,
+              "pow: integers to negative integer powers are not allowed (tensor of " << detail::describe(x)
+                                                                                      << ", exponent " << e.to_int()
+                                                                                      << "); convert to a floating dtype first");
   Tensor y = scalar_kernel_call(BinaryOp::Pow, "pow", x, e, ScalarOperand::Side::Rhs, compute);
   if (needs_grad(x)) {
     SavedTensor saved(x);
@@ -192,7 +203,7 @@ Tensor pow(const Tensor& x, const Scalar& e) {
 }
 
 Tensor pow(const Tensor& x, const Tensor& e) {
-  DType compute = promote_types(x.dtype(), e.dtype());
+  DType compute = result_type(x, e);
   check_not_bool("pow", compute);
   Tensor y = binary_kernel_call(BinaryOp::Pow, "pow", x, e, compute);
   if (needs_grad(x, e)) {
@@ -202,7 +213,8 @@ Tensor pow(const Tensor& x, const Tensor& e) {
     record("PowBackward", {&y}, {x, e}, [=](const TensorList& g) {
       Tensor xv = sx.unpack("PowBackward"), ev = se.unpack("PowBackward");
       Tensor dx, de;
-      if (gx) dx = sum_to(g[0] * ev * pow(xv, ev - 1.0), xs);
+      // An exponent of 0 has derivative 0 in x, also at x == 0 (not 0 * inf).
+      if (gx) dx = sum_to(where(eq(ev, 0), zeros_like(g[0]), g[0] * ev * pow(xv, ev - 1.0)), xs);
       if (ge_) {
         // d/de x^e = x^e log x, taken as 0 where x == 0 and e >= 0 (PyTorch's convention).
         Tensor t = g[0] * sy.unpack("PowBackward") * log(xv);
@@ -239,7 +251,7 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi
 
 Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) {
   if (alpha.to_double() != 1.0) return add(a, mul(b, alpha));
-  Tensor y = binary_kernel_call(BinaryOp::Add, "add", a, b, promote_types(a.dtype(), b.dtype()));
+  Tensor y = binary_kernel_call(BinaryOp::Add, "add", a, b, result_type(a, b));
   if (needs_grad(a, b)) {
     Shape as = a.shape(), bs = b.shape();
     record("AddBackward", {&y}, {a, b}, [as, bs](const TensorList& g) { return TensorList{sum_to(g[0], as), sum_to(g[0], bs)}; });
@@ -249,7 +261,7 @@ Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) {
 
 Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) {
   if (alpha.to_double() != 1.0) return sub(a, mul(b, alpha));
-  DType compute = promote_types(a.dtype(), b.dtype());
+  DType compute = result_type(a, b);
   check_not_bool("sub", compute);
   Tensor y = binary_kernel_call(BinaryOp::Sub, "sub", a, b, compute);
   if (needs_grad(a, b)) {
@@ -260,7 +272,7 @@ Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) {
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
-  Tensor y = binary_kernel_call(BinaryOp::Mul, "mul", a, b, promote_types(a.dtype(), b.dtype()));
+  Tensor y = binary_kernel_call(BinaryOp::Mul, "mul", a, b, result_type(a, b));
   if (needs_grad(a, b)) {
     SavedTensor sa = b.requires_grad() ? SavedTensor(a) : SavedTensor();
     SavedTensor sb = a.requires_grad() ? SavedTensor(b) : SavedTensor();
@@ -275,7 +287,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
-  DType compute = promote_types(a.dtype(), b.dtype());
+  DType compute = result_type(a, b);
   if (!is_floating(compute)) compute = kDefaultFloat;  // true division
   Tensor y = binary_kernel_call(BinaryOp::Div, "div", a, b, compute);
   if (needs_grad(a, b)) {
@@ -293,7 +305,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
 
 namespace {
 Tensor min_max(BinaryOp op, const char* name, const char* node, const Tensor& a, const Tensor& b) {
-  Tensor y = binary_kernel_call(op, name, a, b, promote_types(a.dtype(), b.dtype()));
+  Tensor y = binary_kernel_call(op, name, a, b, result_type(a, b));
   if (needs_grad(a, b)) {
     SavedTensor sa(a), sb(b);
     Shape as = a.shape(), bs = b.shape();
@@ -380,7 +392,7 @@ Tensor logical_or(const Tensor& a, const Tensor& b) {
 namespace {
 Tensor compare_call(CompareOp op, const char* name, const Tensor& a, const Tensor& b) {
   Device dev = common_device(name, {&a, &b});
-  DType compute = promote_types(a.dtype(), b.dtype());
+  DType compute = result_type(a, b);
   Tensor ca = convert(a, compute, dev), cb = convert(b, compute, dev);
   Tensor out = empty(broadcast_shapes(name, a.shape(), b.shape()), DType::Bool, dev);
   compare_stub(dev.type)(op, make_elementwise_args(name, out, {&ca, &cb}), compute, {});
@@ -413,7 +425,7 @@ Tensor ge(const Tensor& a, const Scalar& b) { return compare_call(CompareOp::Ge,
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   EMBER_CHECK(cond.dtype() == DType::Bool, "where: the condition must be a bool tensor, got " << describe(cond));
   Device dev = common_device("where", {&cond, &a, &b});
-  DType compute = promote_types(a.dtype(), b.dtype());
+  DType compute = result_type(a, b);
   Shape shape = broadcast_shapes("where", cond.shape(), broadcast_shapes("where", a.shape(), b.shape()));
   Tensor cc = convert(cond, DType::Bool, dev), ca = convert(a, compute, dev), cb = convert(b, compute, dev);
   Tensor out = empty(shape, compute, dev);

@@ -23,15 +23,17 @@ ElementwiseArgs make_elementwise_args(const char* op, const Tensor& out, std::in
   ElementwiseArgs args;
   const Shape& shape = out.shape();
   int ndim = int(shape.size());
-  EMBER_CHECK(ndim <= kMaxElementwiseDims, op << ": tensors of more than " << kMaxElementwiseDims
-                                              << " dims are not supported by elementwise kernels, got shape "
-                                              << shape_str(shape));
+  // Dims are merged before the kernel sees them, so only the merged count
+  // is limited by kMaxElementwiseDims; this bound is for the scratch arrays.
+  constexpr int kMaxDims = 64;
+  EMBER_CHECK(ndim <= kMaxDims, op << ": tensors of more than " << kMaxDims << " dims are not supported, got shape "
+                                   << shape_str(shape));
   args.noperands = int(inputs.size()) + 1;
   args.numel = out.numel();
   args.device = out.device().index;
 
   // Per-operand strides aligned to the output's dims (broadcast dims: 0).
-  int64_t strides[kMaxElementwiseOperands][kMaxElementwiseDims];
+  int64_t strides[kMaxElementwiseOperands][kMaxDims];
   args.data[0] = static_cast<char*>(out.data_ptr());
   for (int d = 0; d < ndim; ++d) strides[0][d] = out.strides()[d];
   int k = 1;
@@ -56,7 +58,7 @@ ElementwiseArgs make_elementwise_args(const char* op, const Tensor& out, std::in
 
   // Drop size-1 dims, then merge dim d into d+1 when every operand's stride
   // allows it (stride[d] == stride[d+1] * size[d+1]).
-  int64_t sizes[kMaxElementwiseDims];
+  int64_t sizes[kMaxDims];
   int n = 0;
   for (int d = 0; d < ndim; ++d) {
     if (shape[d] == 1) continue;
@@ -86,6 +88,10 @@ ElementwiseArgs make_elementwise_args(const char* op, const Tensor& out, std::in
     for (int o = 0; o < args.noperands; ++o) strides[o][0] = 1;
     m = 1;
   }
+  EMBER_CHECK(m <= kMaxElementwiseDims, op << ": the layouts of the operands (output shape " << shape_str(shape)
+                                          << ") leave " << m << " dims after merging, more than the "
+                                          << kMaxElementwiseDims << " elementwise kernels support; call contiguous() "
+                                             "on the inputs first");
   args.ndim = m;
   for (int d = 0; d < m; ++d) args.sizes[d] = sizes[d];
   for (int o = 0; o < args.noperands; ++o) {

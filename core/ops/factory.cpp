@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <type_traits>
 
 #include "core/ops.h"
 #include "core/ops/elementwise_kernels.h"
@@ -31,14 +32,18 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, std::o
   EMBER_CHECK(st != 0, "arange: step must be nonzero");
   EMBER_CHECK((st > 0 && e >= s) || (st < 0 && e <= s),
               "arange: upper bound " << e << " and lower bound " << s << " inconsistent with step sign " << st);
-  int64_t n = int64_t(std::ceil((e - s) / st));
+  // Integral bounds are counted in int64: doubles cannot tell 2^60 from 2^60 + 3.
+  int64_t is = start.to_int(), ie = end.to_int(), ist = step.to_int();
+  EMBER_CHECK(floating || (ist > 0 && ie >= is) || (ist < 0 && ie <= is),
+              "arange: upper bound " << ie << " and lower bound " << is << " inconsistent with step sign " << ist);
+  int64_t n = floating ? int64_t(std::ceil((e - s) / st))
+                       : (ist > 0 ? (ie - is + ist - 1) / ist : (is - ie - ist - 1) / -ist);
   Tensor cpu = empty({n}, dt, kCPU);
   EMBER_DISPATCH_DTYPE(dt, "arange", [&]<typename T>() {
     T* p = cpu.data<T>();
-    bool integral = !floating;
     for (int64_t i = 0; i < n; ++i) {
-      if (integral) p[i] = T(double(start.to_int() + i * step.to_int()));
-      else p[i] = T(s + double(i) * st);
+      if constexpr (std::is_integral_v<T>) p[i] = floating ? T(s + double(i) * st) : T(is + i * ist);
+      else p[i] = T(floating ? s + double(i) * st : double(is + i * ist));
     }
   });
   return cpu.to(device);
@@ -157,6 +162,7 @@ bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
   for (size_t i = 0; i < va.size(); ++i) {
     if (std::isnan(va[i]) || std::isnan(vb[i])) return false;
     if (va[i] == vb[i]) continue;  // equal infinities
+    if (std::isinf(va[i]) || std::isinf(vb[i])) return false;  // inf - x would pass the test below
     if (std::fabs(va[i] - vb[i]) > atol + rtol * std::fabs(vb[i])) return false;
   }
   return true;

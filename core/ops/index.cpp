@@ -5,7 +5,8 @@
 // - Indices are int64 or int32 tensors on the input's device; every value
 //   must lie in [0, size) of the indexed dim (no negative indexing). A bad
 //   value is an ember::Error from the kernel naming the op, the value, the
-//   dim and its size, raised before anything is written.
+//   dim and its size, raised before anything is written. On CUDA that check
+//   synchronizes the stream once per op (see core/ops/index_kernels.h).
 // - index_select takes a 0-D or 1-D index. gather and scatter_add take an
 //   index with the input's number of dims and no larger than the input in
 //   any dim but `dim` (and, for scatter_add, no larger than src in any dim);
@@ -23,6 +24,7 @@
 
 #include "core/autograd/function.h"
 #include "core/ops.h"
+#include "core/ops/op_utils.h"
 #include "core/ops/index_kernels.h"
 
 namespace ember {
@@ -30,22 +32,19 @@ namespace ember {
 KernelStub<IndexKernelFn> gather_stub("gather");
 KernelStub<IndexKernelFn> scatter_add_stub("scatter_add");
 
+void index_out_of_range(const IndexArgs& a, int64_t value) {
+  EMBER_FAIL(a.op << ": index " << value << " is out of bounds for dim " << a.dim << " with size " << a.dim_size
+                  << " (valid indices: 0 to " << a.dim_size - 1 << ")");
+}
+
 using autograd::needs_grad;
 using autograd::record;
 using autograd::SavedTensor;
 
+using detail::describe;
+using detail::wrap_dim;
+
 namespace {
-
-std::string describe(const Tensor& t) {
-  return shape_str(t.shape()) + " " + dtype_name(t.dtype()) + " on " + t.device().str();
-}
-
-int64_t wrap_dim(const char* op, int64_t dim, int64_t ndim, const Shape& shape) {
-  EMBER_CHECK(dim >= -ndim && dim < ndim, op << ": dim " << dim << " is out of range for a tensor of shape "
-                                             << shape_str(shape) << " (valid dims: " << -ndim << " to " << ndim - 1
-                                             << ")");
-  return dim < 0 ? dim + ndim : dim;
-}
 
 void check_index(const char* op, const Tensor& index, const Tensor& x) {
   EMBER_CHECK(x.defined(), op << ": the input is undefined");
@@ -77,6 +76,7 @@ Tensor spread(const Tensor& index, const Shape& sizes, int64_t dim) {
 IndexArgs index_args(const char* op, const Tensor& operand0, const Tensor& operand1, const Tensor& index_iter,
                      const Tensor& indexed, int64_t dim, const Tensor& index_dense) {
   IndexArgs a;
+  a.device = indexed.device().index;
   a.iter = make_elementwise_args(op, operand0, {&operand1, &index_iter});
   a.dim_stride = indexed.stride(dim);
   a.dim_size = indexed.size(dim);

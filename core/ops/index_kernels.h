@@ -14,11 +14,17 @@
 //   are `dtype`.
 // - Every index must lie in [0, dim_size). The kernel checks all of
 //   `index` (a dense copy of every index value) before it writes anything,
-//   and throws an ember::Error naming `op`, the bad value, `dim` and
-//   dim_size. (A CUDA kernel will raise a device-side flag instead and the
-//   launcher throw the same error.)
-// - Scatter-add accumulates: repeated indices add up (CUDA: atomics).
-//   Half types add in float and round once.
+//   and throws index_out_of_range(args, value) for the first bad one, so
+//   every device reports the same message. On CUDA the check runs on the
+//   device and its result is copied back: the launcher synchronizes the
+//   stream once per call before the gather/scatter is queued (as PyTorch's
+//   CUDA index ops effectively do); this also means an indexing op cannot be
+//   captured into a CUDA graph.
+// - Scatter-add accumulates: repeated indices add up. The CPU adds in a
+//   fixed order, half types in float rounded once per add. CUDA adds with
+//   atomics (16-bit atomics for the half types, rounding each exact sum
+//   once), so floating results depend on the order the adds land in and
+//   agree with the CPU within rounding, not bit for bit.
 // IndexArgs is plain data that a CUDA kernel can take by value; `op` is
 // read on the host only.
 #pragma once
@@ -32,6 +38,7 @@
 namespace ember {
 
 struct IndexArgs {
+  int device = 0;  // the CUDA device index of every operand (0 on the CPU)
   ElementwiseArgs iter;
   int64_t dim_stride = 0;  // stride of the indexed tensor along dim, in elements
   int64_t dim_size = 0;    // valid indices: [0, dim_size)
@@ -44,6 +51,19 @@ struct IndexArgs {
 };
 
 using IndexKernelFn = void(const IndexArgs& args);
+
+// The error for an index value outside [0, dim_size): names a.op, the value,
+// a.dim and a.dim_size.
+[[noreturn]] void index_out_of_range(const IndexArgs& a, int64_t value);
+
+// Calls f.template operator()<I>() with I the C++ type of an index dtype
+// (int64_t or int32_t); anything else is an error naming op.
+template <typename F>
+void dispatch_index(DType t, const char* op, F&& f) {
+  if (t == DType::Int64) return f.template operator()<int64_t>();
+  if (t == DType::Int32) return f.template operator()<int32_t>();
+  EMBER_FAIL(op << ": expected an int64 or int32 index, got " << dtype_name(t));
+}
 
 extern KernelStub<IndexKernelFn> gather_stub;
 extern KernelStub<IndexKernelFn> scatter_add_stub;

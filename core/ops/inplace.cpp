@@ -49,6 +49,13 @@ Tensor unalias(const Tensor& dst, const Tensor& src) {
   return src.clone();
 }
 
+// PyTorch's canCast: floating results do not go into integral or bool
+// tensors, nor integral results into bool ones.
+bool can_cast(DType from, DType to) {
+  if (is_floating(from) && !is_floating(to)) return false;
+  return from == DType::Bool || to != DType::Bool;
+}
+
 // Makes self take over the history of r, computed out of place.
 void take_history(Tensor& self, const Tensor& r) {
   autograd::set_history(self, r.grad_fn(), r.output_nr());
@@ -66,7 +73,13 @@ Tensor& Tensor::copy_(const Tensor& src_in) {
               "copy_: source of shape " << shape_str(src_in.shape()) << " does not broadcast to the destination shape "
                                         << shape_str(shape()));
   Tensor src = unalias(*this, src_in.detach());
-  if (src.device() == device()) {
+  if (src.device() == device() && dim() > kMaxElementwiseDims) {
+    // More dims than a kernel takes (if they do not merge): copy slice by
+    // slice, so that contiguous() works for tensors of any rank.
+    NoGradGuard no_grad;
+    Tensor expanded = src.expand(shape());
+    for (int64_t i = 0; i < size(0); ++i) select(0, i).copy_(expanded.select(0, i));
+  } else if (src.device() == device()) {
     cast_stub(device().type)(make_elementwise_args("copy_", *this, {&src}), dtype(), src.dtype());
   } else {
     // Across devices: make a dense copy in the destination dtype on the
@@ -121,9 +134,9 @@ template <typename OutOfPlace>
 Tensor& inplace(const char* name, Tensor& self, bool other_requires_grad, DType result, OutOfPlace op) {
   check_writable(name, self);
   check_autograd_inplace(name, self, other_requires_grad);
-  EMBER_CHECK(is_floating(self.dtype()) || !is_floating(result),
-              name << ": result type " << dtype_name(result) << " can't be cast to the desired output type "
-                   << dtype_name(self.dtype()) << " of the in-place tensor");
+  EMBER_CHECK(can_cast(result, self.dtype()), name << ": result type " << dtype_name(result)
+                                                    << " can't be cast to the desired output type "
+                                                    << dtype_name(self.dtype()) << " of the in-place tensor");
   if (GradMode::is_enabled() && (self.requires_grad() || other_requires_grad)) {
     Tensor r = op(self.clone());
     {
@@ -140,15 +153,16 @@ Tensor& inplace(const char* name, Tensor& self, bool other_requires_grad, DType 
 
 template <typename Fn>
 Tensor& inplace_binary(const char* name, BinaryOp bop, Tensor& self, const Tensor& other, Fn out_of_place) {
-  DType result = promote_types(self.dtype(), other.dtype());
+  EMBER_CHECK(self.defined() && other.defined(), name << ": called with an undefined tensor");
+  EMBER_CHECK(broadcast_shapes(name, self.shape(), other.shape()) == self.shape(),
+              name << ": the operand of shape " << shape_str(other.shape())
+                   << " does not broadcast to the in-place tensor of shape " << shape_str(self.shape()));
+  DType result = result_type(self, other);
   if (bop == BinaryOp::Div && !is_floating(result)) result = kDefaultFloat;
   bool tracked = GradMode::is_enabled() && (self.requires_grad() || other.requires_grad());
   bool fast = result == self.dtype() && other.device() == self.device() && !tracked;
   if (fast) {
     check_writable(name, self);
-    EMBER_CHECK(broadcast_shapes(name, self.shape(), other.shape()) == self.shape(),
-                name << ": the operand of shape " << shape_str(other.shape())
-                     << " does not broadcast to the in-place tensor of shape " << shape_str(self.shape()));
     Tensor o = unalias(self, other);
     binary_stub(self.device().type)(bop, make_elementwise_args(name, self, {&self, &o}), result, {});
     self.storage()->bump_version();

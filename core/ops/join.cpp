@@ -19,20 +19,16 @@
 
 #include "core/autograd/function.h"
 #include "core/ops.h"
+#include "core/ops/op_utils.h"
 
 namespace ember {
 
 using autograd::needs_grad;
 using autograd::record;
 
-namespace {
+using detail::wrap_dim;
 
-int64_t wrap_dim(const char* op, int64_t dim, int64_t ndim, const Shape& shape) {
-  EMBER_CHECK(dim >= -ndim && dim < ndim, op << ": dim " << dim << " is out of range for a tensor of shape "
-                                             << shape_str(shape) << " (valid dims: " << -ndim << " to " << ndim - 1
-                                             << ")");
-  return dim < 0 ? dim + ndim : dim;
-}
+namespace {
 
 std::string shapes_str(const TensorList& ts) {
   std::string s;

@@ -97,7 +97,9 @@ void random_kernel(const ElementwiseArgs& args, DType dtype, RandomKind kind, Ge
       float lo = float(a), span = float(b - a);
       cpu_generate<T>(args, [&](int64_t i) {
         philox::Uint4 r = philox::generate(st.seed, st.offset + uint64_t(i));
-        return T(lo + span * philox::uniform(r.x));
+        T v = T(lo + span * philox::uniform(r.x));
+        // Rounding to a 16-bit type can reach b; keep [a, b) as PyTorch does.
+        return double(acc_t<T>(v)) < b ? v : T(lo);
       });
     } else {
       float mean = float(a), std = float(b);

@@ -11,23 +11,12 @@
 namespace ember::cpu {
 namespace {
 
-// Calls f with the index dtype's C++ type.
-template <typename F>
-void dispatch_index(DType t, const char* op, F&& f) {
-  if (t == DType::Int64) return f.template operator()<int64_t>();
-  if (t == DType::Int32) return f.template operator()<int32_t>();
-  EMBER_FAIL(op << ": expected an int64 or int32 index, got " << dtype_name(t));
-}
-
 template <typename I>
 void check_range(const IndexArgs& a) {
   const I* index = static_cast<const I*>(a.index);
   for (int64_t i = 0; i < a.index_numel; ++i) {
     int64_t v = int64_t(index[i]);
-    if (v < 0 || v >= a.dim_size) [[unlikely]] {
-      EMBER_FAIL(a.op << ": index " << v << " is out of bounds for dim " << a.dim << " with size " << a.dim_size
-                      << " (valid indices: 0 to " << a.dim_size - 1 << ")");
-    }
+    if (v < 0 || v >= a.dim_size) [[unlikely]] index_out_of_range(a, v);
   }
 }
 

@@ -21,13 +21,17 @@ struct FillFn {
   __device__ A operator()() const { return value; }
 };
 
-template <typename A>
+template <typename T>
 struct UniformFn {
   uint64_t seed, offset;
   float lo, span;
-  __device__ A operator()(int64_t i) const {
+  double hi;
+  __device__ acc_t<T> operator()(int64_t i) const {
     philox::Uint4 r = philox::generate(seed, offset + uint64_t(i));
-    return A(lo + span * philox::uniform(r.x));
+    // Rounding to a 16-bit type can reach hi; keep [lo, hi) as PyTorch does
+    // (and as the CPU kernel does, so both give the same numbers).
+    acc_t<T> v = acc_t<T>(T(lo + span * philox::uniform(r.x)));
+    return double(v) < hi ? v : acc_t<T>(lo);
   }
 };
 
@@ -56,7 +60,7 @@ void random_kernel(const ElementwiseArgs& args, DType dtype, RandomKind kind, Ge
   EMBER_DISPATCH_FLOAT(dtype, "random", [&]<typename T>() {
     using A = acc_t<T>;
     if (kind == RandomKind::Uniform) {
-      launch_generate<T>(args, UniformFn<A>{st.seed, st.offset, float(a), float(b - a)});
+      launch_generate<T>(args, UniformFn<T>{st.seed, st.offset, float(a), float(b - a), b});
     } else {
       launch_generate<T>(args, NormalFn<A>{st.seed, st.offset, float(a), float(b)});
     }

@@ -4,13 +4,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "support/error_text.h"
+#include "support/error_message.h"
 
 namespace ember {
 namespace {
 
 using ::testing::HasSubstr;
-using testing::error_text;
+using testing::error_of;
 
 TEST(Json, ParsesNestedValuesInOrder) {
   json::Value v = json::parse(R"( {"b": [1, -2.5e3, true, null], "a": {"s": "x"}, "e": []} )");
@@ -70,19 +70,19 @@ TEST(Json, RejectsWhatTheGrammarDoesNot) {
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.first);
-    EXPECT_THAT(error_text([&] { json::parse(c.first); }), HasSubstr(c.second));
+    EXPECT_THAT(error_of([&] { json::parse(c.first); }), HasSubstr(c.second));
   }
 }
 
 TEST(Json, DepthIsBounded) {
   std::string deep(100000, '[');
-  EXPECT_THAT(error_text([&] { json::parse(deep); }), HasSubstr("nesting deeper than 64 levels"));
-  EXPECT_THAT(error_text([&] { json::parse("[[[1]]]", 2); }), HasSubstr("nesting deeper than 2 levels at byte 2"));
+  EXPECT_THAT(error_of([&] { json::parse(deep); }), HasSubstr("nesting deeper than 64 levels"));
+  EXPECT_THAT(error_of([&] { json::parse("[[[1]]]", 2); }), HasSubstr("nesting deeper than 2 levels at byte 2"));
   EXPECT_EQ(json::parse("[[1]]", 2).array[0].array[0].text, "1");
 }
 
 TEST(Json, QuoteRejectsInvalidUtf8) {
-  EXPECT_THAT(error_text([&] { json::quote("\xff"); }), HasSubstr("not valid UTF-8"));
+  EXPECT_THAT(error_of([&] { json::quote("\xff"); }), HasSubstr("not valid UTF-8"));
   EXPECT_TRUE(json::valid_utf8("plain \xf0\x9f\x98\x80"));
   EXPECT_FALSE(json::valid_utf8("\x80"));
 }

@@ -12,14 +12,14 @@
 #include <fstream>
 
 #include "ember.h"
-#include "support/error_text.h"
+#include "support/error_message.h"
 
 namespace ember {
 namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
-using testing::error_text;
+using testing::error_of;
 
 // A fresh directory per test, removed afterwards.
 class SafetensorsFiles : public ::testing::Test {
@@ -60,7 +60,7 @@ std::string image(const std::string& header, const std::string& data = "", uint6
 }
 
 std::string parse_error(const std::string& bytes) {
-  return error_text([&] { parse_safetensors(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()); });
+  return error_of([&] { parse_safetensors(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()); });
 }
 
 TEST_F(SafetensorsFiles, RoundTripOfEveryDtypeAndOddShapes) {
@@ -147,13 +147,13 @@ TEST_F(SafetensorsFiles, AtomicWriteLeavesNoTemporaryFile) {
   EXPECT_EQ(fs::status(path("m.safetensors")).permissions() & fs::perms::all,
             fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read | fs::perms::others_read);
   // A failed save leaves neither a file nor a temporary one.
-  EXPECT_THAT(error_text([&] { save_safetensors(path("bad.safetensors"), {{"__metadata__", ones({1})}}); }),
+  EXPECT_THAT(error_of([&] { save_safetensors(path("bad.safetensors"), {{"__metadata__", ones({1})}}); }),
               HasSubstr("\"__metadata__\" is reserved"));
-  EXPECT_THAT(error_text([&] { save_safetensors(path("bad.safetensors"), {{"bad\xff", ones({1})}}); }),
+  EXPECT_THAT(error_of([&] { save_safetensors(path("bad.safetensors"), {{"bad\xff", ones({1})}}); }),
               HasSubstr("a tensor name is not valid UTF-8"));
   EXPECT_EQ(listing(), (std::vector<std::string>{"m.safetensors"}));
   const std::string missing = path("no/such/dir/x.safetensors");
-  EXPECT_THAT(error_text([&] { save_safetensors(missing, {{"x", ones({1})}}); }),
+  EXPECT_THAT(error_of([&] { save_safetensors(missing, {{"x", ones({1})}}); }),
               HasSubstr("cannot write " + missing + ": creating a temporary file in " + path("no/such/dir")));
 }
 
@@ -162,18 +162,18 @@ TEST_F(SafetensorsFiles, TruncatedAndMissingFilesNameThePath) {
   save_safetensors(p, {{"x", ones({100})}});
   const uintmax_t full = fs::file_size(p);
   fs::resize_file(p, full - 10);
-  EXPECT_THAT(error_text([&] { load_safetensors(p); }),
+  EXPECT_THAT(error_of([&] { load_safetensors(p); }),
               HasSubstr("load_safetensors: " + p + ": tensor \"x\": data_offsets [0, 400] go beyond the 390-byte "
                         "data section (truncated file?)"));
   fs::resize_file(p, 20);
-  EXPECT_THAT(error_text([&] { load_safetensors(p); }),
+  EXPECT_THAT(error_of([&] { load_safetensors(p); }),
               HasSubstr("load_safetensors: " + p + ": the header length 64 is more than the 12 bytes that follow"));
   fs::resize_file(p, 5);
-  EXPECT_THAT(error_text([&] { load_safetensors(p); }),
+  EXPECT_THAT(error_of([&] { load_safetensors(p); }),
               HasSubstr("the file is too short (5 bytes) to hold the 8-byte header length"));
-  EXPECT_THAT(error_text([&] { load_safetensors(path("absent.safetensors")); }),
+  EXPECT_THAT(error_of([&] { load_safetensors(path("absent.safetensors")); }),
               HasSubstr("load_safetensors: " + path("absent.safetensors") + ": cannot open the file: No such file"));
-  EXPECT_THAT(error_text([&] { load_safetensors(dir_.string()); }), HasSubstr("not a regular file"));
+  EXPECT_THAT(error_of([&] { load_safetensors(dir_.string()); }), HasSubstr("not a regular file"));
 }
 
 TEST(SafetensorsParse, CorruptHeadersAreClearErrors) {

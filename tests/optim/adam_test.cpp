@@ -8,7 +8,7 @@
 #include <cmath>
 
 #include "ember.h"
-#include "support/error_text.h"
+#include "support/error_message.h"
 #include "support/optim_reference.h"
 
 namespace ember {
@@ -139,13 +139,13 @@ TEST(AdamW, DefaultsAndDecoupledDecayWithZeroGrad) {
 
 TEST(Adam, RejectsBadOptionsNamingThem) {
   using ::testing::HasSubstr;
-  using testing::error_text;
+  using testing::error_of;
   Tensor w = leaf({1.0});
-  EXPECT_THAT(error_text([&] { Adam opt({w}, AdamOptions{.beta2 = 1.0}); }),
+  EXPECT_THAT(error_of([&] { Adam opt({w}, AdamOptions{.beta2 = 1.0}); }),
               HasSubstr("Adam: invalid beta parameter at index 1: 1"));
-  EXPECT_THAT(error_text([&] { AdamW opt({w}, AdamWOptions{.eps = -1e-8}); }),
+  EXPECT_THAT(error_of([&] { AdamW opt({w}, AdamWOptions{.eps = -1e-8}); }),
               HasSubstr("AdamW: invalid epsilon value: -1e-08"));
-  EXPECT_THAT(error_text([&] { Adam opt({w}, AdamOptions{.weight_decay = -0.5}); }),
+  EXPECT_THAT(error_of([&] { Adam opt({w}, AdamOptions{.weight_decay = -0.5}); }),
               HasSubstr("Adam: invalid weight_decay value: -0.5"));
 }
 

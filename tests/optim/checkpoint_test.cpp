@@ -12,14 +12,14 @@
 #include "nn/safetensors.h"
 #include "optim/adam.h"
 #include "optim/clip_grad.h"
-#include "support/error_text.h"
+#include "support/error_message.h"
 
 namespace ember {
 namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
-using testing::error_text;
+using testing::error_of;
 
 struct TrainingRun {
   Tensor w = (arange(0, 6, 1, DType::Float32) * 0.3 - 0.7).reshape({2, 3}).set_requires_grad();
@@ -90,18 +90,18 @@ TEST(Checkpoint, ResumesARunExactly) {
 TEST(Checkpoint, FilesThatAreNotCheckpointsAreClearErrors) {
   const std::string path = temp_path("plain.safetensors");
   save_safetensors(path, {{"weight", ones({2})}});
-  EXPECT_THAT(error_text([&] { load_checkpoint(path); }),
+  EXPECT_THAT(error_of([&] { load_checkpoint(path); }),
               HasSubstr("load_checkpoint: " + path + ": not an ember checkpoint (no \"ember.checkpoint\" metadata)"));
   save_safetensors(path, {{"weight", ones({2})}}, {{"ember.checkpoint", "1"}, {"optim.groups", "0"}});
-  EXPECT_THAT(error_text([&] { load_checkpoint(path); }),
+  EXPECT_THAT(error_of([&] { load_checkpoint(path); }),
               HasSubstr("unknown tensor \"weight\" (not written by save_checkpoint)"));
   save_safetensors(path, {}, {{"ember.checkpoint", "1"}, {"optim.groups", "1"}, {"optim.group.0.params", "0,x"}});
-  EXPECT_THAT(error_text([&] { load_checkpoint(path); }),
+  EXPECT_THAT(error_of([&] { load_checkpoint(path); }),
               HasSubstr("\"optim.group.0.params\" holds \"x\", not a number"));
   save_safetensors(path, {}, {{"ember.checkpoint", "1"}, {"optim.groups", "1"}});
-  EXPECT_THAT(error_text([&] { load_checkpoint(path); }), HasSubstr("no \"optim.group.0.params\""));
+  EXPECT_THAT(error_of([&] { load_checkpoint(path); }), HasSubstr("no \"optim.group.0.params\""));
   save_safetensors(path, {}, {{"ember.checkpoint", "2"}});
-  EXPECT_THAT(error_text([&] { load_checkpoint(path); }), HasSubstr("checkpoint layout version \"2\" is not supported"));
+  EXPECT_THAT(error_of([&] { load_checkpoint(path); }), HasSubstr("checkpoint layout version \"2\" is not supported"));
   fs::remove(path);
 }
 

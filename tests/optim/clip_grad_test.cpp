@@ -8,14 +8,14 @@
 #include <limits>
 
 #include "ember.h"
-#include "support/error_text.h"
+#include "support/error_message.h"
 
 namespace ember {
 namespace {
 
 using ::testing::HasSubstr;
 using optim::clip_grad_norm_;
-using testing::error_text;
+using testing::error_of;
 
 Tensor with_grad(const Tensor& grad) {
   Tensor p = zeros_like(grad).set_requires_grad();
@@ -81,7 +81,7 @@ TEST(ClipGradNorm, MixedDtypesReduceTogether) {
 TEST(ClipGradNorm, NonFiniteNorm) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   Tensor a = with_grad(from_vector<double>({1.0, nan}));
-  EXPECT_THAT(error_text([&] { clip_grad_norm_({a}, 1.0, 2.0, true); }),
+  EXPECT_THAT(error_of([&] { clip_grad_norm_({a}, 1.0, 2.0, true); }),
               HasSubstr("the total norm of order 2 for gradients from `parameters` is non-finite (nan)"));
   EXPECT_EQ(to_vector<double>(a.grad())[0], 1.0) << "no gradient changes when the check fails";
   Tensor total = clip_grad_norm_({a}, 1.0);
@@ -94,7 +94,7 @@ TEST(ClipGradNorm, EdgeCasesAndErrors) {
   EXPECT_EQ(total.item<float>(), 0.0f);
   Tensor empty_grad = with_grad(zeros({0}));
   EXPECT_EQ(clip_grad_norm_({empty_grad}, 1.0).item<float>(), 0.0f);
-  EXPECT_THAT(error_text([&] { clip_grad_norm_({none}, 1.0, 0.0); }),
+  EXPECT_THAT(error_of([&] { clip_grad_norm_({none}, 1.0, 0.0); }),
               HasSubstr("clip_grad_norm_: norm_type must be positive or infinity, but is 0"));
 }
 

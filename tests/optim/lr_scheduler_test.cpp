@@ -11,14 +11,14 @@
 #include "ember.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
-#include "support/error_text.h"
+#include "support/error_message.h"
 
 namespace ember {
 namespace {
 
 using ::testing::HasSubstr;
 using optim::ParamGroup;
-using testing::error_text;
+using testing::error_of;
 
 constexpr double kPi = std::numbers::pi;
 
@@ -76,7 +76,7 @@ TEST(LRScheduler, LinearLRWarmup) {
   }
   EXPECT_NEAR(lrs[0][0], 0.1 / 3, 1e-16);
   EXPECT_NEAR(lrs[7][1], 0.5, 1e-15);
-  EXPECT_THAT(error_text([&] { optim::LinearLR bad(f.sgd, 0.0); }),
+  EXPECT_THAT(error_of([&] { optim::LinearLR bad(f.sgd, 0.0); }),
               HasSubstr("starting multiplicative factor expected to be greater than 0"));
 }
 
@@ -106,7 +106,7 @@ TEST(LRScheduler, OneCycleLRDefaultsWithSgdMomentum) {
   }
   EXPECT_NEAR(lr0(), 4e-6, 1e-20);
   s.step();  // step total_steps is still allowed, as in PyTorch
-  EXPECT_THAT(error_text([&] { s.step(); }), HasSubstr("OneCycleLR: tried to step 11 times; the specified number of "
+  EXPECT_THAT(error_of([&] { s.step(); }), HasSubstr("OneCycleLR: tried to step 11 times; the specified number of "
                                                        "total steps is 10"));
   EXPECT_EQ(s.last_epoch(), 10) << "a failed step does not advance";
 }
@@ -134,13 +134,13 @@ TEST(LRScheduler, OneCycleLRThreePhaseLinearCyclesAdamBeta1) {
 
 TEST(LRScheduler, OneCycleLRErrors) {
   Fixture f;
-  EXPECT_THAT(error_text([&] { optim::OneCycleLR s(f.sgd, 1.0, 0); }),
+  EXPECT_THAT(error_of([&] { optim::OneCycleLR s(f.sgd, 1.0, 0); }),
               HasSubstr("expected a positive total_steps, but got 0"));
-  EXPECT_THAT(error_text([&] { optim::OneCycleLR s(f.sgd, std::vector<double>{1.0}, 10); }),
+  EXPECT_THAT(error_of([&] { optim::OneCycleLR s(f.sgd, std::vector<double>{1.0}, 10); }),
               HasSubstr("expected 2 values for max_lr (one per parameter group), got 1"));
   optim::OneCycleOptions o;
   o.pct_start = 1.5;
-  EXPECT_THAT(error_text([&] { optim::OneCycleLR s(f.sgd, 1.0, 10, o); }),
+  EXPECT_THAT(error_of([&] { optim::OneCycleLR s(f.sgd, 1.0, 10, o); }),
               HasSubstr("expected pct_start between 0 and 1, but got 1.5"));
 }
 
@@ -165,7 +165,7 @@ TEST(LRScheduler, StateDictResumesTheSequence) {
   EXPECT_EQ(resumed.base_lrs(), (std::vector<double>{0.1, 0.5}));
 
   sd.base_lrs.pop_back();
-  EXPECT_THAT(error_text([&] { resumed.load_state_dict(sd); }),
+  EXPECT_THAT(error_of([&] { resumed.load_state_dict(sd); }),
               HasSubstr("the state dict has 1 base lrs and 2 last lrs, but the optimizer has 2 parameter groups"));
 }
 

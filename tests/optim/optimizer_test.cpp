@@ -8,7 +8,7 @@
 #include "ember.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
-#include "support/error_text.h"
+#include "support/error_message.h"
 
 namespace ember {
 namespace {
@@ -19,7 +19,7 @@ using optim::AdamOptions;
 using optim::ParamGroup;
 using optim::SGD;
 using optim::SGDOptions;
-using testing::error_text;
+using testing::error_of;
 
 Tensor leaf(const std::vector<double>& v, DType dtype = DType::Float64) {
   return from_vector<double>(v, {int64_t(v.size())}).to(dtype).set_requires_grad();
@@ -52,19 +52,19 @@ TEST(Optimizer, GroupsWithDifferentLrs) {
 TEST(Optimizer, AddParamGroupChecks) {
   Tensor a = leaf({1.0}), b = leaf({2.0});
   Adam opt({a});
-  EXPECT_THAT(error_text([&] { opt.add_param_group(ParamGroup({a})); }),
+  EXPECT_THAT(error_of([&] { opt.add_param_group(ParamGroup({a})); }),
               HasSubstr("some parameters appear in more than one parameter group"));
-  EXPECT_THAT(error_text([&] { opt.add_param_group(ParamGroup({b}, {{"momentum", 0.9}})); }),
+  EXPECT_THAT(error_of([&] { opt.add_param_group(ParamGroup({b}, {{"momentum", 0.9}})); }),
               HasSubstr("Adam: unknown option \"momentum\""));
   Tensor non_leaf = a * 2.0;
-  EXPECT_THAT(error_text([&] { opt.add_param_group(ParamGroup({non_leaf})); }),
+  EXPECT_THAT(error_of([&] { opt.add_param_group(ParamGroup({non_leaf})); }),
               HasSubstr("can't optimize a non-leaf tensor"));
   Tensor ints = from_vector<int64_t>({1, 2});
-  EXPECT_THAT(error_text([&] { opt.add_param_group(ParamGroup({ints})); }),
+  EXPECT_THAT(error_of([&] { opt.add_param_group(ParamGroup({ints})); }),
               HasSubstr("can only optimize floating tensors"));
   opt.add_param_group(ParamGroup({b}, {{"lr", 0.5}}));
   EXPECT_EQ(opt.param_groups()[1].get("beta1"), 0.9);
-  EXPECT_THAT(error_text([&] { opt.param_groups()[1].set("betas", 1.0); }), HasSubstr("cannot set option \"betas\""));
+  EXPECT_THAT(error_of([&] { opt.param_groups()[1].set("betas", 1.0); }), HasSubstr("cannot set option \"betas\""));
 }
 
 TEST(Optimizer, ZeroGradToNoneOrZero) {
@@ -88,7 +88,7 @@ TEST(Optimizer, ParamsWithoutGradAreUntouchedAndGetNoState) {
   EXPECT_TRUE(opt.state(b).empty());
   EXPECT_EQ(opt.state(a).at("step").item<int64_t>(), 1);
   EXPECT_GT(a.version(), version) << "an in-place update bumps the version counter";
-  EXPECT_THAT(error_text([&] { opt.state(leaf({0.0})); }), HasSubstr("is not a parameter of this optimizer"));
+  EXPECT_THAT(error_of([&] { opt.state(leaf({0.0})); }), HasSubstr("is not a parameter of this optimizer"));
 }
 
 TEST(Optimizer, StepChecksBeforeChangingAnything) {
@@ -98,7 +98,7 @@ TEST(Optimizer, StepChecksBeforeChangingAnything) {
   a.set_grad(ones({2, 2}, DType::Float64));
   base.set_grad(ones({2, 2}, DType::Float64));
   opt.param_groups()[0].set_lr(-1.0);
-  EXPECT_THAT(error_text([&] { opt.step(); }), HasSubstr("SGD: invalid learning rate: -1"));
+  EXPECT_THAT(error_of([&] { opt.step(); }), HasSubstr("SGD: invalid learning rate: -1"));
   EXPECT_EQ(to_vector<double>(a), (std::vector<double>{1.0, 2.0, 3.0, 4.0}));
 }
 
@@ -108,7 +108,7 @@ TEST(Optimizer, NonContiguousParameterIsAClearError) {
   ASSERT_FALSE(p.is_contiguous());
   SGD opt({p});
   p.set_grad(ones({3, 2}, DType::Float64));
-  EXPECT_THAT(error_text([&] { opt.step(); }), HasSubstr("SGD.step: parameter 0 ([3, 2] float64 on cpu, strides [1, 3]) "
+  EXPECT_THAT(error_of([&] { opt.step(); }), HasSubstr("SGD.step: parameter 0 ([3, 2] float64 on cpu, strides [1, 3]) "
                                                          "is not contiguous"));
 }
 
@@ -204,27 +204,27 @@ TEST(Optimizer, LoadStateDictRejectsMismatchesAndChangesNothing) {
 
   optim::OptimizerStateDict two_groups = good;
   two_groups.param_groups.push_back(good.param_groups[0]);
-  EXPECT_THAT(error_text([&] { opt.load_state_dict(two_groups); }),
+  EXPECT_THAT(error_of([&] { opt.load_state_dict(two_groups); }),
               HasSubstr("the state dict has 2 parameter groups, but the optimizer has 1"));
 
   optim::OptimizerStateDict bad_shape = good;
   bad_shape.state[0]["exp_avg"] = zeros({3, 2});
   bad_shape.param_groups[0].options["lr"] = 123.0;
-  EXPECT_THAT(error_text([&] { opt.load_state_dict(bad_shape); }),
+  EXPECT_THAT(error_of([&] { opt.load_state_dict(bad_shape); }),
               HasSubstr("state \"exp_avg\" of parameter 0 is [3, 2] float32 on cpu, but the parameter is [2, 3]"));
   EXPECT_EQ(opt.param_groups()[0].lr(), 1e-3) << "a failed load changes nothing";
 
   optim::OptimizerStateDict unknown = good;
   unknown.state[0]["momentum_buffer"] = zeros({2, 3});
-  EXPECT_THAT(error_text([&] { opt.load_state_dict(unknown); }), HasSubstr("unknown state \"momentum_buffer\""));
+  EXPECT_THAT(error_of([&] { opt.load_state_dict(unknown); }), HasSubstr("unknown state \"momentum_buffer\""));
 
   optim::OptimizerStateDict no_step = good;
   no_step.state[0].erase("step");
-  EXPECT_THAT(error_text([&] { opt.load_state_dict(no_step); }), HasSubstr("has no \"step\""));
+  EXPECT_THAT(error_of([&] { opt.load_state_dict(no_step); }), HasSubstr("has no \"step\""));
 
   optim::OptimizerStateDict bad_index = good;
   bad_index.state[7] = good.state[0];
-  EXPECT_THAT(error_text([&] { opt.load_state_dict(bad_index); }), HasSubstr("state for parameter index 7"));
+  EXPECT_THAT(error_of([&] { opt.load_state_dict(bad_index); }), HasSubstr("state for parameter index 7"));
 }
 
 TEST(Optimizer, FoundInfSkipsTheWholeStepOnCpu) {
@@ -280,10 +280,10 @@ TEST(Optimizer, GradScalingTensorsAreChecked) {
   Tensor a = leaf({1.0});
   SGD opt({a});
   a.set_grad(from_vector<double>({1.0}));
-  EXPECT_THAT(error_text([&] { opt.step({ones({1}, DType::Float64), Tensor()}); }),
+  EXPECT_THAT(error_of([&] { opt.step({ones({1}, DType::Float64), Tensor()}); }),
               HasSubstr("found_inf must be a one-element float32 tensor on cpu (the parameters' device), but got [1] "
                         "float64 on cpu"));
-  EXPECT_THAT(error_text([&] { opt.step({Tensor(), ones({2})}); }), HasSubstr("inv_scale must be a one-element"));
+  EXPECT_THAT(error_of([&] { opt.step({Tensor(), ones({2})}); }), HasSubstr("inv_scale must be a one-element"));
 }
 
 }  // namespace

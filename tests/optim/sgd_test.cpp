@@ -6,7 +6,7 @@
 
 #include "ember.h"
 #include "support/optim_reference.h"
-#include "support/error_text.h"
+#include "support/error_message.h"
 
 namespace ember {
 namespace {
@@ -99,12 +99,12 @@ TEST(SGD, MatchesFloat64ReferenceOnAQuadratic) {
 
 TEST(SGD, RejectsBadOptionsNamingThem) {
   using ::testing::HasSubstr;
-  using testing::error_text;
+  using testing::error_of;
   Tensor w = leaf({1.0});
-  EXPECT_THAT(error_text([&] { SGD opt({w}, SGDOptions{.lr = -1}); }), HasSubstr("SGD: invalid learning rate: -1"));
-  EXPECT_THAT(error_text([&] { SGD opt({w}, SGDOptions{.lr = 0.1, .momentum = 0.9, .dampening = 0.1, .nesterov = true}); }),
+  EXPECT_THAT(error_of([&] { SGD opt({w}, SGDOptions{.lr = -1}); }), HasSubstr("SGD: invalid learning rate: -1"));
+  EXPECT_THAT(error_of([&] { SGD opt({w}, SGDOptions{.lr = 0.1, .momentum = 0.9, .dampening = 0.1, .nesterov = true}); }),
               HasSubstr("Nesterov momentum requires a momentum and zero dampening (momentum 0.9, dampening 0.1)"));
-  EXPECT_THAT(error_text([&] { SGD opt(TensorList{}); }), HasSubstr("SGD: got an empty parameter list"));
+  EXPECT_THAT(error_of([&] { SGD opt(TensorList{}); }), HasSubstr("SGD: got an empty parameter list"));
 }
 
 }  // namespace

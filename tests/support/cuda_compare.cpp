@@ -5,20 +5,11 @@
 #include <sstream>
 
 #include "core/allocator.h"
-
-#if defined(EMBER_WITH_CUDA)
 #include "core/cuda/device.h"
-#endif
 
 namespace ember::testing {
 
-bool cuda_available() {
-#if defined(EMBER_WITH_CUDA)
-  return cuda::is_available();
-#else
-  return false;
-#endif
-}
+bool cuda_available() { return cuda::is_available(); }
 
 Tolerance tolerance_for(DType dtype) {
   switch (dtype) {

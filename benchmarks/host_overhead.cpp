@@ -1,0 +1,133 @@
+// host_overhead: what ember costs the host per op, where the arithmetic is
+// negligible and the figure is dispatch, checks, allocation and autograd
+// bookkeeping.
+//
+// Rows:
+//   add16         out-of-place add of two 16-element float32 tensors
+//   add16 + grad  the same with both inputs requiring grad (records AddBackward)
+//   mlp fwd+bwd   10 layers of relu(matmul(h, W) + b), width 256, batch 32,
+//                 then sum().backward(): one training step without the update
+//
+// Each figure is the median over many repetitions, in microseconds. The add
+// rows time batches of calls and divide by the batch size; on CUDA they are
+// the host time to issue the op (launches are asynchronous; the device is
+// synchronized between batches, outside the timed region). The MLP row is
+// wall time, synchronized at the end of each step on CUDA. A cell whose op
+// has no kernel on that device yet reads "n/a", with ember's error below the
+// table.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ember.h"
+#if EMBER_WITH_CUDA
+#include "core/cuda/device.h"
+#endif
+
+namespace {
+
+using namespace ember;
+
+void sync([[maybe_unused]] Device device) {
+#if EMBER_WITH_CUDA
+  if (device.is_cuda()) cuda::synchronize(device.index);
+#endif
+}
+
+// Median over `reps` batches of the time per call, in microseconds.
+double median_us(Device device, int reps, int batch, const std::function<void()>& fn) {
+  for (int i = 0; i < std::max(3, reps / 10); ++i) fn();  // warm caches and allocators
+  sync(device);
+  std::vector<double> per_call(reps);
+  for (int r = 0; r < reps; ++r) {
+    auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < batch; ++i) fn();
+    auto stop = std::chrono::steady_clock::now();
+    sync(device);
+    per_call[r] = std::chrono::duration<double, std::micro>(stop - start).count() / batch;
+  }
+  std::nth_element(per_call.begin(), per_call.begin() + reps / 2, per_call.end());
+  return per_call[reps / 2];
+}
+
+double add16(Device device, bool requires_grad) {
+  Tensor a = randn({16}, DType::Float32, device);
+  Tensor b = randn({16}, DType::Float32, device);
+  a.set_requires_grad(requires_grad);
+  b.set_requires_grad(requires_grad);
+  Tensor out;
+  return median_us(device, 200, 100, [&] { out = add(a, b); });
+}
+
+double mlp_step(Device device) {
+  constexpr int kLayers = 10, kWidth = 256, kBatch = 32;
+  std::vector<Tensor> weights, biases;
+  for (int i = 0; i < kLayers; ++i) {
+    // Scaled so activations keep their magnitude through the layers.
+    weights.push_back((randn({kWidth, kWidth}, DType::Float32, device) * (1.0 / std::sqrt(kWidth)))
+                          .set_requires_grad());
+    biases.push_back(zeros({kWidth}, DType::Float32, device).set_requires_grad());
+  }
+  Tensor input = randn({kBatch, kWidth}, DType::Float32, device);
+  return median_us(device, 21, 1, [&] {
+    Tensor h = input;
+    for (int i = 0; i < kLayers; ++i) h = relu(matmul(h, weights[i]) + biases[i]);
+    h.sum().backward();
+    sync(device);
+  });
+}
+
+struct Column {
+  std::string name;
+  Device device;
+};
+
+}  // namespace
+
+int main() {
+  manual_seed(0);
+  std::vector<Column> columns{{"cpu", kCPU}};
+#if EMBER_WITH_CUDA
+  if (cuda::is_available()) columns.push_back({"cuda:0 (" + cuda::properties(0).name + ")", cuda_device(0)});
+#endif
+
+  struct Row {
+    const char* name;
+    std::function<double(Device)> run;
+  };
+  std::vector<Row> rows{
+      {"add16 (16 x float32, out-of-place)", [](Device d) { return add16(d, false); }},
+      {"add16 + grad (inputs require grad)", [](Device d) { return add16(d, true); }},
+      {"mlp fwd+bwd (10 x 256, batch 32)", mlp_step},
+  };
+
+  std::printf("ember host overhead: median time per call, microseconds (us)\n\n");
+  std::printf("%-38s", "op");
+  for (const Column& c : columns) std::printf(" | %22s", c.name.c_str());
+  std::printf("\n%s", std::string(38, '-').c_str());
+  for (size_t i = 0; i < columns.size(); ++i) std::printf("-|-%s", std::string(22, '-').c_str());
+  std::printf("\n");
+  std::vector<std::string> notes;
+  for (const Row& row : rows) {
+    std::printf("%-38s", row.name);
+    for (const Column& c : columns) {
+      try {
+        std::printf(" | %19.2f us", row.run(c.device));
+      } catch (const Error& e) {
+        std::printf(" | %22s", "n/a");
+        notes.push_back(std::string(row.name) + " on " + c.device.str() + ": " + e.what());
+      }
+      std::fflush(stdout);
+    }
+    std::printf("\n");
+  }
+  for (const std::string& note : notes) std::printf("\nn/a: %s\n", note.c_str());
+#if EMBER_WITH_CUDA
+  if (!cuda::is_available()) std::printf("\n(no CUDA device visible: cuda column left out)\n");
+#endif
+  return 0;
+}

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Builds ember on a CUDA machine, runs the whole ctest suite, the kernel
+# benchmarks beside PyTorch's, and (optionally) compute-sanitizer over the
+# CUDA tests; writes every log and a report into $OUT (or ./gpu-report).
+#
+#   benchmarks/run_gpu.sh [tests] [bench] [sanitize]   (default: tests bench)
+#
+# The build is Release for sm_90 (override CMAKE_CUDA_ARCHITECTURES in the
+# environment) with all cores; a step that fails stops nothing after it,
+# and the script exits non-zero if any step failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-$PWD/gpu-report}
+mkdir -p "$out"
+steps=("$@")
+[ ${#steps[@]} -eq 0 ] && steps=(tests bench)
+arch=${CMAKE_CUDA_ARCHITECTURES:-90}
+jobs=$(nproc)
+status=0
+
+echo "== configure and build (sm_$arch, $jobs jobs)"
+start=$(date +%s)
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" \
+  -DEMBER_WITH_CUDA=ON >"$out/configure.log" 2>&1 || { tail -20 "$out/configure.log"; exit 1; }
+ninja -C build-gpu -j"$jobs" >"$out/build.log" 2>&1 || { grep -E "error|FAILED" "$out/build.log" | head -40; exit 1; }
+echo "built in $(( $(date +%s) - start )) s"
+
+for step in "${steps[@]}"; do
+  case "$step" in
+    tests)
+      echo "== ctest"
+      ctest --test-dir build-gpu -j8 --output-on-failure --timeout 300 >"$out/ctest.log" 2>&1 || status=1
+      grep -E "tests passed|tests failed|Failed|\*\*\*" "$out/ctest.log" | head -40
+      ;;
+    bench)
+      echo "== benchmarks/kernels"
+      ./build-gpu/benchmarks/kernels 2>&1 | tee "$out/kernels.md" || status=1
+      echo "== benchmarks/torch_reference.py"
+      python3 benchmarks/torch_reference.py 2>&1 | tee "$out/torch_reference.md" || status=1
+      ;;
+    sanitize)
+      for tool in memcheck racecheck; do
+        echo "== compute-sanitizer --tool $tool (CUDA tests)"
+        compute-sanitizer --tool "$tool" --error-exitcode 1 --print-limit 20 \
+          ./build-gpu/tests/ember_tests --gtest_filter='Cuda*:*Cuda*' >"$out/sanitizer-$tool.log" 2>&1 || status=1
+        grep -E "ERROR SUMMARY|PASSED|FAILED" "$out/sanitizer-$tool.log" | tail -5
+      done
+      ;;
+    *) echo "unknown step $step"; status=1 ;;
+  esac
+done
+exit $status

@@ -1,0 +1,38 @@
+// The device API of core/cuda/device.h in an ember built without CUDA
+// (EMBER_WITH_CUDA=OFF): no device is visible, so device_count() is 0 and
+// is_available() false, and anything that needs a device says how ember
+// was built. Compiled only into CPU-only builds (see CMakeLists.txt).
+#include <cstdlib>
+
+#include "core/cuda/device.h"
+#include "core/error.h"
+
+namespace ember::cuda {
+
+namespace {
+[[noreturn]] void no_cuda(const char* what) {
+  EMBER_FAIL(what << ": this ember was built without CUDA (EMBER_WITH_CUDA=OFF); rebuild with CUDA to use GPUs");
+}
+}  // namespace
+
+int device_count() { return 0; }
+bool is_available() { return false; }
+int current_device() { no_cuda("current_device"); }
+void set_device(int) { no_cuda("set_device"); }
+void synchronize(int) { no_cuda("synchronize"); }
+const DeviceProperties& properties(int) { no_cuda("properties"); }
+
+std::string visible_devices_env() {
+  const char* v = std::getenv("CUDA_VISIBLE_DEVICES");
+  return v ? v : "unset";
+}
+
+void check_device(int device) {
+  EMBER_FAIL("Invalid device id " << device << ": 0 CUDA devices are visible because this ember was built without "
+                                  "CUDA (EMBER_WITH_CUDA=OFF)");
+}
+
+DeviceGuard::DeviceGuard(int device) : original_(0), device_(device) { check_device(device); }
+DeviceGuard::~DeviceGuard() = default;
+
+}  // namespace ember::cuda

@@ -1,0 +1,18 @@
+// Helpers every op front-end shares, so that errors read the same everywhere.
+#pragma once
+
+#include <string>
+
+#include "core/tensor.h"
+
+namespace ember::detail {
+
+// "[2, 3] float32 on cuda:0": how an error names a tensor.
+std::string describe(const Tensor& t);
+
+// `dim` wrapped into [0, n) for a tensor with `ndim` dims (a 0-dim tensor
+// accepts -1 and 0, as in PyTorch); an ember::Error naming op, the shape and
+// the valid range otherwise.
+int64_t wrap_dim(const char* op, int64_t dim, int64_t ndim, const Shape& shape);
+
+}  // namespace ember::detail

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# A new user's first command on a fresh Debian/Ubuntu machine: installs the
+# packages ember needs (scripts/install_deps.sh, through sudo when not root),
+# configures ./build (with CUDA when nvcc is found, see README.md), builds the
+# tensor_demo example and runs it. The test command in README.md then builds
+# the rest of ./build and runs the suite.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+bash scripts/install_deps.sh
+cmake -S . -B build -G Ninja
+cmake --build build -j2 --target example_tensor_demo
+./build/examples/tensor_demo
