@@ -85,16 +85,22 @@ Tensor parse_idx(const uint8_t* data, size_t size, const std::string& name) {
                                            << " bytes of magic and sizes, the file has " << size);
   Shape shape(rank);
   uint64_t numel = 1;
+  uint64_t extent = 1;  // the product of the non-zero sizes: what the strides reach
   bool overflow = false;
   for (size_t d = 0; d < rank; ++d) {
     const uint32_t s = read_be32(data + 4 + 4 * d);
     shape[d] = int64_t(s);
-    if (s != 0 && numel > UINT64_MAX / s) overflow = true;
-    numel *= s;
+    if (s == 0) continue;
+    if (extent > uint64_t(INT64_MAX) / s) overflow = true;
+    extent *= s;
   }
+  for (int64_t s : shape) numel *= uint64_t(s);
   const size_t payload = size - header;
+  EMBER_CHECK(!overflow || numel != 0, "read_idx: " << name << ": sizes " << shape_str(shape)
+                                                     << " hold no element, but the non-zero ones multiply past 2^63, "
+                                                     << "more than a tensor's strides can address");
   EMBER_CHECK(!overflow && numel <= payload, "read_idx: " << name << ": truncated data: sizes " << shape_str(shape)
-                                                          << " need " << (overflow ? "more than 2^64" : std::to_string(numel))
+                                                          << " need " << (overflow ? "more than 2^63" : std::to_string(numel))
                                                           << " bytes but only " << payload << " follow the header");
   EMBER_CHECK(numel == payload, "read_idx: " << name << ": " << payload - numel << " bytes after the data: sizes "
                                              << shape_str(shape) << " need " << numel << " bytes, " << payload

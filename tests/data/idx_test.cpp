@@ -151,7 +151,11 @@ TEST_F(IdxFiles, MalformedData) {
   EXPECT_TRUE(throws_with([&] { parse_idx(trailing.data(), trailing.size()); },
                           {"2 bytes after the data", "[2] need 2 bytes, 4 follow"}));
   const Bytes huge = idx({0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF}, {1});
-  EXPECT_TRUE(throws_with([&] { parse_idx(huge.data(), huge.size()); }, {"truncated data", "more than 2^64"}));
+  EXPECT_TRUE(throws_with([&] { parse_idx(huge.data(), huge.size()); }, {"truncated data", "more than 2^63"}));
+  // No element, but strides past int64 (found by fuzz/idx_fuzz.cpp).
+  const Bytes empty_but_huge = idx({0, 0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF}, {});
+  EXPECT_TRUE(throws_with([&] { parse_idx(empty_but_huge.data(), empty_but_huge.size()); },
+                          {"[0, 4294967295, 4294967295, 4294967295] hold no element", "past 2^63"}));
 }
 
 TEST_F(IdxFiles, MalformedGzip) {
