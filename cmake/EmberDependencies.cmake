@@ -11,6 +11,11 @@ if(NOT TARGET Eigen3::Eigen)
   message(FATAL_ERROR "ember: Eigen3 (CPU math) not found. Install it: apt-get install libeigen3-dev")
 endif()
 
+find_package(ZLIB QUIET)
+if(NOT TARGET ZLIB::ZLIB)
+  message(FATAL_ERROR "ember: zlib (gzip-compressed IDX files in data/) not found. Install it: apt-get install zlib1g-dev")
+endif()
+
 if(EMBER_WITH_CUDA)
   find_package(CUDAToolkit REQUIRED)
   set(EMBER_CUDA_HINTS ${CUDAToolkit_LIBRARY_ROOT} /usr/local/cuda /usr)

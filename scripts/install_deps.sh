@@ -6,7 +6,7 @@
 # and builds CPU-only otherwise.
 set -euo pipefail
 
-packages=(cmake ninja-build g++ libeigen3-dev libgtest-dev ccache libgloo-dev)
+packages=(cmake ninja-build g++ libeigen3-dev zlib1g-dev libgtest-dev ccache libgloo-dev)
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
