@@ -253,7 +253,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
     SavedTensor saved(idx);
     Shape wshape = weight.shape();
     record("EmbeddingBackward", {&out}, {weight}, [saved, wshape](const TensorList& g) {
-      Tensor rows = g[0].reshape({-1, wshape[1]});
+      Tensor rows = g[0].reshape({saved.unpack("EmbeddingBackward").numel(), wshape[1]});
       return TensorList{index_add_into_zeros(wshape, 0, saved.unpack("EmbeddingBackward"), rows)};
     });
   }

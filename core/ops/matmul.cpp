@@ -185,7 +185,10 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
         if (b2s.size() == 2 && a2s.size() > 2) {
           // B was shared by every batch: one GEMM over the folded rows sums
           // the batches as it multiplies.
-          db = matmul(a2v.reshape({-1, k}).t(), g2.reshape({-1, n}));
+          // The row count is explicit: with k or n = 0, -1 could not be inferred.
+          int64_t rows = 1;
+          for (int64_t d = 0; d + 1 < a2v.dim(); ++d) rows *= a2v.size(d);
+          db = matmul(a2v.reshape({rows, k}).t(), g2.reshape({rows, n}));
         } else {
           db = sum_to(matmul(a2v.transpose(-1, -2), g2), b2s);
         }

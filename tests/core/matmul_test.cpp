@@ -507,3 +507,23 @@ TEST(MatmulErrors, NameShapesDimsDtypesAndDevices) {
 
 }  // namespace
 }  // namespace ember
+
+namespace ember {
+namespace {
+
+// k = 0 and empty batches through backward: the folded-rows path of a shared
+// B must not infer a -1 from zero elements.
+TEST(Matmul, BackwardOfEmptyAndZeroDepthShapes) {
+  const Shape pairs[][2] = {{{2, 3, 0}, {0, 5}}, {{2, 0, 3, 4}, {4, 5}}, {{1, 4, 0}, {3, 0, 2}}, {{0, 3}, {3, 4}}};
+  for (const auto& p : pairs) {
+    Tensor a = zeros(p[0], DType::Float64).set_requires_grad(), b = ones(p[1], DType::Float64).set_requires_grad();
+    Tensor y = matmul(a, b);
+    y.backward(ones_like(y));
+    EXPECT_EQ(a.grad().shape(), a.shape()) << shape_str(p[0]);
+    EXPECT_EQ(b.grad().shape(), b.shape()) << shape_str(p[1]);
+    EXPECT_EQ(b.grad().sum().item<double>(), 0.0);
+  }
+}
+
+}  // namespace
+}  // namespace ember

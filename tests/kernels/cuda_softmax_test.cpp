@@ -33,8 +33,12 @@ TensorList both_kinds(const Tensor& x, int64_t dim) { return {softmax(x, dim), l
 
 // The CPU sums a float32 row in order, the GPU in a tree: over thousands of
 // terms the sums differ by about 1e-5 relative.
+// Long float32 rows: the backward's sum over n products is accumulated in
+// another order on each device, and dx = y * (g - sum) cancels, so the
+// relative error grows with n (2e-4 seen at n = 65537 on an H200).
 testing::Tolerance tolerance(DType dt, int64_t n) {
-  return dt == DType::Float32 && n > 1024 ? testing::Tolerance{1e-4, 1e-4} : testing::tolerance_for(dt);
+  if (dt != DType::Float32 || n <= 1024) return testing::tolerance_for(dt);
+  return n > 16384 ? testing::Tolerance{1e-3, 1e-3} : testing::Tolerance{1e-4, 1e-4};
 }
 
 // Gradients of the 16-bit types stop at 8192: log_softmax's dx = g - exp(y) *

@@ -146,8 +146,10 @@ TEST(CudaOptim, ClipGradNormMatchesCpu) {
       Tensor n_cpu = optim::clip_grad_norm_(cpu, 1.0, p);
       Tensor n_cuda = optim::clip_grad_norm_(cuda, 1.0, p);
       ASSERT_TRUE(n_cuda.is_cuda());
+      // The norm sums thousands of squares in float32 in a device-specific
+      // order (1.2e-5 relative seen on an H200 for bfloat16 gradients).
       const testing::Tolerance tol = dtype == DType::Float64 ? testing::Tolerance{1e-10, 1e-10}
-                                                             : testing::Tolerance{1e-5, 1e-5};
+                                                             : testing::Tolerance{1e-4, 1e-4};
       ASSERT_TRUE(testing::tensors_close(n_cuda, n_cpu, tol));
       for (size_t k = 0; k < cpu.size(); ++k) ASSERT_TRUE(testing::tensors_close(cuda[k].grad(), cpu[k].grad())) << k;
     }
