@@ -11,3 +11,4 @@
 #include "core/grad_mode.h"
 #include "core/ops.h"
 #include "core/tensor.h"
+#include "nn/nn.h"

@@ -22,19 +22,22 @@ echo "== configure and build (sm_$arch, $jobs jobs)"
 start=$(date +%s)
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" \
   -DEMBER_WITH_CUDA=ON >"$out/configure.log" 2>&1 || { tail -20 "$out/configure.log"; exit 1; }
-ninja -C build-gpu -j"$jobs" >"$out/build.log" 2>&1 || { grep -E "error|FAILED" "$out/build.log" | head -40; exit 1; }
+# EMBER_TARGETS limits the build to some targets (e.g. "ember_tests bench_kernels").
+ninja -C build-gpu -j"$jobs" ${EMBER_TARGETS:-} >"$out/build.log" 2>&1 || { grep -E "error|FAILED" "$out/build.log" | head -40; exit 1; }
 echo "built in $(( $(date +%s) - start )) s"
 
 for step in "${steps[@]}"; do
   case "$step" in
     tests)
       echo "== ctest"
-      ctest --test-dir build-gpu -j8 --output-on-failure --timeout 300 >"$out/ctest.log" 2>&1 || status=1
+      ctest --test-dir build-gpu -j"$jobs" --output-on-failure --timeout 120 >"$out/ctest.log" 2>&1 || status=1
       grep -E "tests passed|tests failed|Failed|\*\*\*" "$out/ctest.log" | head -40
       ;;
     bench)
       echo "== benchmarks/kernels"
       ./build-gpu/benchmarks/kernels 2>&1 | tee "$out/kernels.md" || status=1
+      echo "== benchmarks/host_overhead"
+      ./build-gpu/benchmarks/host_overhead 2>&1 | tee "$out/host_overhead.md" || status=1
       echo "== benchmarks/torch_reference.py"
       python3 benchmarks/torch_reference.py 2>&1 | tee "$out/torch_reference.md" || status=1
       ;;

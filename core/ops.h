@@ -188,6 +188,12 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 // Whether float32 matmul may use TF32 tensor cores on CUDA (off by default).
 void set_allow_tf32(bool allow);
 bool allow_tf32();
+// torch.nn.functional.linear: x @ weight^T + bias for x [..., in_features]
+// (any rank >= 1), weight [out_features, in_features] and an optional bias
+// [out_features]; the result is [..., out_features]. With a bias, on CUDA
+// the bias is added in the GEMM's epilogue (cublasLt) when the layout of x
+// allows it.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
 
 // ---------------- joining and splitting ----------------
 // cat promotes dtypes; sizes must match except along dim. As in PyTorch's

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #include "core/dtype.h"
@@ -20,8 +21,11 @@ class Scalar {
   Scalar(bool v) : d_(v), i_(v), kind_(Kind::Boolean) {}
   template <typename T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, int> = 0>
   Scalar(T v) : d_(double(v)), i_(int64_t(v)), kind_(Kind::Integral) {}
+  // The integral view of a floating value is only used for integral dtypes;
+  // it is clamped so that inf, NaN and huge values convert without undefined
+  // behaviour.
   template <typename T, std::enable_if_t<std::is_floating_point_v<T>, int> = 0>
-  Scalar(T v) : d_(double(v)), i_(int64_t(v)), kind_(Kind::Floating) {}
+  Scalar(T v) : d_(double(v)), i_(saturate(double(v))), kind_(Kind::Floating) {}
   Scalar(Half v) : Scalar(float(v)) {}
   Scalar(BFloat16 v) : Scalar(float(v)) {}
 
@@ -36,7 +40,7 @@ class Scalar {
     if constexpr (std::is_same_v<T, bool>) {
       return kind_ == Kind::Floating ? d_ != 0.0 : i_ != 0;
     } else if constexpr (std::is_integral_v<T>) {
-      return kind_ == Kind::Floating ? T(d_) : T(i_);
+      return kind_ == Kind::Floating ? T(saturate(d_)) : T(i_);
     } else {
       return T(kind_ == Kind::Floating ? d_ : double(i_));
     }
@@ -48,6 +52,13 @@ class Scalar {
   }
 
  private:
+  static int64_t saturate(double v) {
+    if (!(v == v)) return 0;
+    if (v >= 9223372036854775807.0) return INT64_MAX;
+    if (v <= -9223372036854775808.0) return INT64_MIN;
+    return int64_t(v);
+  }
+
   double d_;
   int64_t i_;
   Kind kind_;

@@ -92,14 +92,20 @@ EMBER_HOST_DEVICE inline T binary(T a, T b) {
   } else if constexpr (Op == BinaryOp::Pow) {
     if constexpr (std::is_integral_v<T>) {
       // Integer power by squaring; negative exponents give 0 except for |a| == 1.
-      if (b < 0) return a == 1 ? T(1) : a == -1 ? ((b & 1) ? T(-1) : T(1)) : T(0);
-      T r = 1;
-      while (b) {
-        if (b & 1) r *= a;
-        b >>= 1;
-        a *= a;
+      // Overflow wraps (two's complement, as in PyTorch): the products are
+      // taken in the unsigned type, where wrapping is defined.
+      if constexpr (std::is_same_v<T, bool>) {
+        return a || !b;
+      } else {
+        if (b < 0) return a == 1 ? T(1) : a == -1 ? ((b & 1) ? T(-1) : T(1)) : T(0);
+        using U = std::make_unsigned_t<T>;
+        U r = 1, base = U(a);
+        for (U e = U(b); e; e >>= 1) {
+          if (e & 1) r *= base;
+          if (e > 1) base *= base;
+        }
+        return T(r);
       }
-      return r;
     } else {
       return EMBER_MATH_FN(pow)(a, b);
     }

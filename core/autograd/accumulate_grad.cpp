@@ -17,7 +17,8 @@ AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> leaf) : leaf_(std::mo
 }
 
 Tensor AccumulateGrad::run_tensor_hooks(Tensor grad) const {
-  AutogradMeta* m = leaf_->autograd.get();
+  std::shared_ptr<TensorImpl> leaf = leaf_.lock();
+  AutogradMeta* m = leaf ? leaf->autograd.get() : nullptr;
   if (m == nullptr) return grad;
   for (auto& hook : m->hooks) {
     Tensor replaced = hook.fn(grad);
@@ -27,10 +28,12 @@ Tensor AccumulateGrad::run_tensor_hooks(Tensor grad) const {
 }
 
 TensorList AccumulateGrad::apply(TensorList&& grads) {
+  Tensor leaf(leaf_.lock());
+  if (!leaf.defined()) return {};
   Tensor grad = run_tensor_hooks(std::move(grads[0]));
   grads.clear();
   if (!grad.defined()) return {};
-  AutogradMeta& m = *leaf_->autograd;
+  AutogradMeta& m = *leaf.impl()->autograd;
   if (!m.grad.defined()) {
     bool sole_owner = grad.impl_ptr().use_count() == 1 && grad.storage().use_count() == 1 && grad.is_contiguous();
     if (GradMode::is_enabled()) m.grad = grad.clone();  // create_graph: keep the history
@@ -40,7 +43,6 @@ TensorList AccumulateGrad::apply(TensorList&& grads) {
   } else {
     m.grad.add_(grad);
   }
-  Tensor leaf(leaf_);
   for (auto& hook : m.post_accumulate_hooks) hook(leaf);
   return {};
 }

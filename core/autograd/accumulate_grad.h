@@ -18,10 +18,14 @@ class AccumulateGrad final : public Node {
   // The leaf's tensor hooks applied to grad, without accumulating (used by
   // autograd::grad, which must not touch grad()).
   Tensor run_tensor_hooks(Tensor grad) const;
-  Tensor leaf() const { return Tensor(leaf_); }
+  // The leaf, or an undefined Tensor once nothing else holds it.
+  Tensor leaf() const { return Tensor(leaf_.lock()); }
 
  private:
-  std::shared_ptr<TensorImpl> leaf_;
+  // Weak: with create_graph, the leaf's grad() holds a graph that reaches
+  // this node, and a strong pointer would make a cycle that never frees. A
+  // leaf nobody holds any more has no grad() to accumulate into.
+  std::weak_ptr<TensorImpl> leaf_;
 };
 
 // The AccumulateGrad of a leaf that requires grad, created on first use and

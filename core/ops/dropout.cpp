@@ -30,8 +30,8 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   a.device = x.device().index;
   a.dtype = x.dtype();
   a.state = g.reserve(uint64_t(x.numel()));
-  a.p = float(p);
-  a.scale = float(1.0 / (1.0 - p));
+  a.p = p;
+  a.scale = 1.0 / (1.0 - p);
   Tensor y = apply_mask(x, a);
   if (autograd::needs_grad(x)) {
     autograd::record("DropoutBackward", {&y}, {x}, [a](const TensorList& grads) {

@@ -21,8 +21,8 @@ struct DropoutArgs {
   const void* in = nullptr;
   void* out = nullptr;
   GeneratorState state;
-  float p = 0.5f;
-  float scale = 2.0f;
+  double p = 0.5;
+  double scale = 2.0;  // applied in the element's compute type (float64 for float64)
 };
 
 using DropoutKernelFn = void(const DropoutArgs& args);

@@ -1,6 +1,6 @@
 // GEMM: the strided-batched matrix multiply every matmul-shaped op
-// dispatches to; kernels/cpu and kernels/cuda register one implementation
-// per device type.
+// dispatches to, and its bias-epilogue variant for linear; kernels/cpu and
+// kernels/cuda register one implementation of each per device type.
 //
 // Contract, in row-major terms (strides and leading dims in elements):
 //
@@ -20,6 +20,8 @@
 //   batch. C's batches do not overlap one another, A or B.
 // - With beta == 0, C is write-only: what it held (NaN included) never
 //   reaches the result, as in BLAS.
+// - `device` is the CUDA device index of A, B and C (0 on the CPU); a CUDA
+//   kernel runs under a DeviceGuard for it, on its current stream.
 // - A, B and C share `dtype`. alpha and beta are given as double and
 //   converted to the compute type. float64 computes in double; float32 in
 //   float (on CUDA with TF32 tensor cores only when allow_tf32() of
@@ -49,6 +51,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "core/dtype.h"
 #include "core/kernel_stub.h"
@@ -56,6 +59,7 @@
 namespace ember {
 
 struct GemmArgs {
+  int device = 0;
   DType dtype = DType::Float32;
   bool trans_a = false, trans_b = false;
   int64_t m = 1, n = 1, k = 1;
@@ -71,5 +75,24 @@ struct GemmArgs {
 
 using GemmKernelFn = void(const GemmArgs& args);
 extern KernelStub<GemmKernelFn> gemm_stub;
+
+// The bias-epilogue GEMM (linear's fused path): for one matrix (batch 1),
+//
+//   C(i, j) = alpha * (op(A) * op(B))(i, j) + bias[j]
+//
+// with everything as for gemm_stub except that beta must be 0 (C is
+// write-only) and batch 1; bias is a dense vector of n elements of `dtype`.
+// The 16-bit float types add the bias to the float accumulator and round
+// once. A kernel may decline a problem it has no fast algorithm for (cublasLt
+// finds none for the shapes, alignment or dtype): it then returns false
+// having written nothing, and the caller computes the product unfused. The
+// CPU kernel never declines.
+using GemmBiasKernelFn = bool(const GemmArgs& args, const void* bias);
+extern KernelStub<GemmBiasKernelFn> gemm_bias_stub;
+
+// "float16 C [3 x 7 x 5] = op(A) [7 x 33] * op(B) [33 x 5] (A^T lda 7 batch
+// stride 0, B ldb 5 batch stride 165, C ldc 5 batch stride 35)": the problem,
+// for the errors of kernels that fail on it.
+std::string gemm_str(const GemmArgs& args);
 
 }  // namespace ember

@@ -22,10 +22,9 @@
 #include "core/ops.h"
 #include "core/ops/op_utils.h"
 #include "core/ops/gemm_kernels.h"
+#include "core/ops/gemm_layout.h"
 
 namespace ember {
-
-KernelStub<GemmKernelFn> gemm_stub("gemm");
 
 using autograd::needs_grad;
 using autograd::record;
@@ -93,37 +92,6 @@ struct GemmOperand {
   int64_t batch_stride = 0;
 };
 
-struct MatrixLayout {
-  bool trans;
-  int64_t ld;
-};
-
-// How a rows x cols matrix with strides (sr, sc) goes to the kernel without
-// a copy: unit-stride columns as it is, unit-stride rows transposed. The
-// stride of a size-1 dim is never used, so it does not count.
-std::optional<MatrixLayout> matrix_layout(int64_t rows, int64_t cols, int64_t sr, int64_t sc) {
-  if ((cols == 1 || sc == 1) && (rows == 1 || sr >= cols)) return MatrixLayout{false, rows == 1 ? cols : sr};
-  if ((rows == 1 || sr == 1) && (cols == 1 || sc >= rows)) return MatrixLayout{true, cols == 1 ? rows : sc};
-  return std::nullopt;
-}
-
-// The one stride that walks the first `n` dims in row-major order, or
-// nullopt when they do not collapse to one.
-std::optional<int64_t> collapse_batch(const Shape& sizes, const Shape& strides, size_t n) {
-  std::optional<int64_t> stride;
-  int64_t expected = 0;
-  for (size_t d = n; d-- > 0;) {
-    if (sizes[d] == 1) continue;
-    if (!stride) {
-      stride = strides[d];
-    } else if (strides[d] != expected) {
-      return std::nullopt;
-    }
-    expected = strides[d] * sizes[d];
-  }
-  return stride.value_or(0);
-}
-
 GemmOperand make_operand(const Tensor& x, const Shape& batch, int64_t rows, int64_t cols) {
   Shape full = batch;
   full.push_back(rows);
@@ -141,6 +109,7 @@ void run_gemm(const Tensor& a2, const Tensor& b2, const Shape& batch, const Tens
   int64_t m = a2.size(-2), k = a2.size(-1), n = b2.size(-1);
   GemmOperand A = make_operand(a2, batch, m, k), B = make_operand(b2, batch, k, n);
   GemmArgs g;
+  g.device = out.device().index;
   g.dtype = out.dtype();
   g.m = m;
   g.n = n;

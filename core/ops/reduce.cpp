@@ -98,6 +98,7 @@ void run_reduce(const char* op, ReduceOp rop, const Tensor& x, const std::vector
               op << ": cannot reduce over a zero-size dimension of a tensor of shape " << shape_str(x.shape())
                  << " (" << op << " of no elements is undefined); reduce over non-empty dims only");
   ReduceArgs a;
+  a.device = x.device().index;
   a.in = l.input.data_ptr();
   a.out = values ? values->data_ptr() : nullptr;
   a.indices = indices ? indices->data<int64_t>() : nullptr;

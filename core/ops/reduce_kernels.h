@@ -42,6 +42,7 @@ enum class ReduceOp : uint8_t { Sum, Mean, Max, Min, ArgMax, ArgMin, Var, Std, L
 
 // Plain data, passable by value to a CUDA kernel.
 struct ReduceArgs {
+  int device = 0;               // CUDA device index (ignored on CPU)
   const void* in = nullptr;     // [outer, reduce, inner], in_dtype
   void* out = nullptr;          // [outer, inner], out_dtype; null for ArgMax/ArgMin
   int64_t* indices = nullptr;   // [outer, inner]; for ArgMax/ArgMin, and for Max/Min when wanted

@@ -27,8 +27,9 @@ int64_t softmax_dim(const char* op, const Tensor& x, int64_t dim) {
 }
 
 // args for a contiguous tensor of x's shape, softmax along `dim`.
-SoftmaxArgs blocks(const Shape& shape, int64_t dim, DType dtype) {
+SoftmaxArgs blocks(const Shape& shape, int64_t dim, DType dtype, Device device) {
   SoftmaxArgs a;
+  a.device = device.index;
   a.dtype = dtype;
   if (shape.empty()) return a;  // one element: [1, 1, 1]
   a.outer = a.inner = 1;
@@ -48,7 +49,7 @@ Tensor softmax_backward_call(SoftmaxKind kind, const Tensor& grad, const Tensor&
     g = grad.contiguous();  // incoming gradients are often broadcast views
   }
   Tensor dx = empty(y.shape(), y.dtype(), y.device());
-  SoftmaxArgs a = blocks(y.shape(), dim, y.dtype());
+  SoftmaxArgs a = blocks(y.shape(), dim, y.dtype(), y.device());
   a.in = y.data_ptr();
   a.grad = g.data_ptr();
   a.out = dx.data_ptr();
@@ -67,7 +68,7 @@ Tensor softmax_op(const char* op, const char* node, SoftmaxKind forward, Softmax
     in = x.to(dtype).contiguous();
   }
   Tensor y = empty(x.shape(), dtype, x.device());
-  SoftmaxArgs a = blocks(x.shape(), d, dtype);
+  SoftmaxArgs a = blocks(x.shape(), d, dtype, x.device());
   a.in = in.data_ptr();
   a.out = y.data_ptr();
   softmax_stub(x.device().type)(forward, a);

@@ -32,6 +32,7 @@ enum class SoftmaxKind : uint8_t { Softmax, LogSoftmax, SoftmaxBackward, LogSoft
 // Plain data, passable by value to a CUDA kernel. All operands share shape
 // [outer, dim, inner] and `dtype`.
 struct SoftmaxArgs {
+  int device = 0;              // CUDA device index (ignored on CPU)
   const void* in = nullptr;    // forward: x; backward: y
   const void* grad = nullptr;  // backward only: dL/dy; null for the forward kinds
   void* out = nullptr;         // forward: y; backward: dL/dx

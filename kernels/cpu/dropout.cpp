@@ -11,7 +11,7 @@ void dropout_kernel(const DropoutArgs& a) {
     const T* in = static_cast<const T*>(a.in);
     T* out = static_cast<T*>(a.out);
     for (int64_t i = 0; i < a.n; ++i) {
-      bool keep = philox::uniform(philox::generate(a.state.seed, a.state.offset + uint64_t(i)).x) >= a.p;
+      bool keep = philox::uniform(philox::generate(a.state.seed, a.state.offset + uint64_t(i)).x) >= float(a.p);
       out[i] = keep ? T(acc_t<T>(acc_t<T>(in[i]) * acc_t<T>(a.scale))) : T(0.0f);
     }
   });

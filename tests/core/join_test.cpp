@@ -8,26 +8,14 @@
 
 #include "ember.h"
 #include "support/gradcheck.h"
+#include "support/error_message.h"
 
 namespace ember {
 namespace {
 
+using testing::throws_with;
+
 // Passes when fn throws an ember::Error whose message contains every part.
-::testing::AssertionResult throws_with(const std::function<void()>& fn, std::initializer_list<std::string> parts) {
-  std::string message;
-  try {
-    fn();
-    return ::testing::AssertionFailure() << "no ember::Error was thrown";
-  } catch (const Error& e) {
-    message = e.what();
-  }
-  for (const std::string& part : parts) {
-    if (message.find(part) == std::string::npos) {
-      return ::testing::AssertionFailure() << "the message lacks \"" << part << "\":\n  " << message;
-    }
-  }
-  return ::testing::AssertionSuccess();
-}
 
 // 0, 1, 2, ... as float64 in the given shape, plus `start`.
 Tensor iota(const Shape& shape, double start = 0) {

@@ -12,9 +12,12 @@
 #include "core/ops/gemm_kernels.h"
 #include "ember.h"
 #include "support/gradcheck.h"
+#include "support/error_message.h"
 
 namespace ember {
 namespace {
+
+using testing::error_of;
 
 using ::testing::HasSubstr;
 
@@ -465,14 +468,6 @@ TEST(MatmulGrad, EmptyContraction) {
 
 // ---------------- errors ----------------
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 TEST(MatmulErrors, NameShapesDimsDtypesAndDevices) {
   std::string e = error_of([] { matmul(random({2, 3}), random({4, 5})); });

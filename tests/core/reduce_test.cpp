@@ -12,9 +12,12 @@
 
 #include "ember.h"
 #include "support/gradcheck.h"
+#include "support/error_message.h"
 
 namespace ember {
 namespace {
+
+using testing::error_of;
 
 using ::testing::HasSubstr;
 
@@ -387,14 +390,6 @@ TEST(Reduce, VarWithCorrectionAtLeastTheCountIsInfOrNaN) {
 
 // ---------------- errors ----------------
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 TEST(Reduce, BadDimNamesTheShape) {
   Tensor x = zeros({3, 5, 7});

@@ -12,9 +12,12 @@
 
 #include "ember.h"
 #include "support/gradcheck.h"
+#include "support/error_message.h"
 
 namespace ember {
 namespace {
+
+using testing::error_of;
 
 using ::testing::HasSubstr;
 
@@ -62,14 +65,6 @@ std::vector<std::pair<std::string, Tensor>> layouts(DType dtype) {
   };
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 // ---------------- values ----------------
 

@@ -12,9 +12,12 @@
 #include <vector>
 
 #include "support/cuda_compare.h"
+#include "support/error_message.h"
 
 namespace ember {
 namespace {
+
+using testing::error_of;
 
 using testing::cuda_matches_cpu;
 using testing::odd_sizes;
@@ -343,14 +346,6 @@ TEST(CudaIndex, OneHot) {
 // ---------------- out-of-range indices ----------------
 
 // The message of the ember::Error fn throws ("" if none).
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 ::testing::AssertionResult contains(const std::string& message, const std::string& part) {
   if (message.find(part) != std::string::npos) return ::testing::AssertionSuccess();

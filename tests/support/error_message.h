@@ -3,7 +3,8 @@
 // EXPECT_TRUE(throws_with([&] { x.view({4}); }, {"view", "[2, 3]", "reshape"}))
 // passes when the call throws an ember::Error whose message contains every
 // listed part; otherwise the failure shows the message (or that nothing, or
-// something other than an ember::Error, was thrown).
+// something other than an ember::Error, was thrown). error_of(fn) returns
+// the message itself.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -34,6 +35,17 @@ inline ::testing::AssertionResult throws_with(const std::function<void()>& fn,
     }
   }
   return ::testing::AssertionSuccess();
+}
+
+// The message of the ember::Error fn throws, or "no error" (for
+// EXPECT_THAT(error_of(...), HasSubstr(...)) and comparisons of messages).
+inline std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
 }
 
 }  // namespace ember::testing

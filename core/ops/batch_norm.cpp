@@ -1,0 +1,172 @@
+// batch_norm: checks, the running-statistics update, dispatch to the
+// kernels (core/ops/batch_norm_kernels.h), and backward.
+//
+// Backward runs the fused kernel; under create_graph it is composed from
+// recorded ops instead (the statistics recomputed from the saved input), so
+// higher-order gradients are right. The running statistics are buffers, not
+// inputs of the graph: no gradient flows into them.
+#include "core/autograd/function.h"
+#include "core/ops.h"
+#include "core/ops/batch_norm_kernels.h"
+#include "core/ops/op_utils.h"
+
+namespace ember {
+
+KernelStub<BatchNormKernelFn> batch_norm_forward_stub("batch_norm");
+KernelStub<BatchNormKernelFn> batch_norm_backward_stub("batch_norm_backward");
+
+namespace {
+
+using detail::describe;
+
+void check_channel_tensor(const char* what, const Tensor& t, const Tensor& x) {
+  if (!t.defined()) return;
+  EMBER_CHECK(t.dim() == 1 && t.size(0) == x.size(1), "batch_norm: " << what << " must have shape [" << x.size(1)
+                                                                      << "] (the channels of the input of shape "
+                                                                      << shape_str(x.shape()) << "), but got "
+                                                                      << shape_str(t.shape()));
+  EMBER_CHECK(t.dtype() == x.dtype() && t.device() == x.device(),
+              "batch_norm: " << what << " is " << describe(t) << " but the input is " << describe(x)
+                             << "; convert it with .to(device, dtype)");
+}
+
+// Dims reduced per channel: every dim but 1.
+Shape reduce_dims(int64_t ndim) {
+  Shape dims{0};
+  for (int64_t d = 2; d < ndim; ++d) dims.push_back(d);
+  return dims;
+}
+
+// (C) -> (1, C, 1, ...) to broadcast against the input.
+Tensor per_channel(const Tensor& t, int64_t ndim) {
+  Shape s(size_t(ndim), 1);
+  s[1] = t.size(0);
+  return t.reshape(s);
+}
+
+// The backward formulas of core/ops/batch_norm_kernels.h as recorded ops.
+TensorList composed_backward(const Tensor& gy, const Tensor& x, const Tensor& w, const Tensor& save_mean,
+                             const Tensor& save_invstd, bool training, double eps) {
+  const int64_t nd = x.dim();
+  Shape dims = reduce_dims(nd);
+  Tensor mean, invstd;
+  if (training) {
+    mean = x.mean(dims, true);
+    invstd = rsqrt(square(x - mean).mean(dims, true) + eps);
+  } else {
+    mean = per_channel(save_mean.to(x.dtype()), nd);
+    invstd = per_channel(save_invstd.to(x.dtype()), nd);
+  }
+  Tensor xhat = (x - mean) * invstd;
+  Tensor gxhat = w.defined() ? gy * per_channel(w, nd) : gy;
+  Tensor dx = training ? invstd * (gxhat - gxhat.mean(dims, true) - xhat * (gxhat * xhat).mean(dims, true))
+                       : gxhat * invstd;
+  return {dx, (gy * xhat).sum(dims), gy.sum(dims)};
+}
+
+}  // namespace
+
+Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                  const Tensor& bias, bool training, double momentum, double eps) {
+  EMBER_CHECK(input.defined(), "batch_norm: got an undefined input");
+  EMBER_CHECK(input.dim() >= 2, "batch_norm: expected an input of shape (N, C, *) with at least 2 dims, but got shape "
+                                    << shape_str(input.shape()));
+  EMBER_CHECK(is_floating(input.dtype()), "batch_norm: expected a floating input, but got " << describe(input)
+                                                                                          << "; convert with .to(dtype)");
+  check_channel_tensor("weight", weight, input);
+  check_channel_tensor("bias", bias, input);
+  check_channel_tensor("running_mean", running_mean, input);
+  check_channel_tensor("running_var", running_var, input);
+  EMBER_CHECK(training || (running_mean.defined() && running_var.defined()),
+              "batch_norm: eval mode (training=false) normalizes with running_mean and running_var, so both must be "
+              "given (input of shape "
+                  << shape_str(input.shape()) << ")");
+  const int64_t n = input.size(0), c = input.size(1);
+  int64_t inner = 1;
+  for (int64_t d = 2; d < input.dim(); ++d) inner *= input.size(d);
+  EMBER_CHECK(!training || n * inner > 1, "batch_norm: expected more than 1 value per channel when training, but got "
+                                              "an input of shape "
+                                              << shape_str(input.shape()) << " (" << n * inner << " per channel)");
+
+  Tensor x = input.detach().contiguous();
+  Tensor w = weight.defined() ? weight.detach().contiguous() : Tensor();
+  Tensor b = bias.defined() ? bias.detach().contiguous() : Tensor();
+  // The kernel updates the running statistics in place; a strided one is
+  // updated through a dense copy written back.
+  auto dense_stat = [](const Tensor& t) { return t.defined() && !t.is_contiguous() ? t.detach().contiguous() : t; };
+  Tensor rm = dense_stat(running_mean), rv = dense_stat(running_var);
+  DType stats = batch_norm_stats_dtype(x.dtype());
+  Tensor save_mean = empty({c}, stats, x.device()), save_invstd = empty({c}, stats, x.device());
+  Tensor y = empty(x.shape(), x.dtype(), x.device());
+
+  BatchNormArgs a;
+  a.device = x.device().index;
+  a.dtype = x.dtype();
+  a.n = n;
+  a.c = c;
+  a.inner = inner;
+  a.training = training;
+  a.momentum = momentum;
+  a.eps = eps;
+  a.input = x.data_ptr();
+  a.weight = w.defined() ? w.data_ptr() : nullptr;
+  a.bias = b.defined() ? b.data_ptr() : nullptr;
+  a.running_mean = training && rm.defined() ? rm.data_ptr() : nullptr;
+  a.running_var = training && rv.defined() ? rv.data_ptr() : nullptr;
+  if (!training) {
+    a.running_mean = rm.data_ptr();
+    a.running_var = rv.data_ptr();
+  }
+  a.output = y.data_ptr();
+  a.save_mean = save_mean.data_ptr();
+  a.save_invstd = save_invstd.data_ptr();
+  if (x.numel() > 0) batch_norm_forward_stub(x.device().type)(a);
+  if (training && x.numel() > 0) {
+    NoGradGuard no_grad;
+    for (auto [stat, dense] : {std::pair{running_mean, rm}, std::pair{running_var, rv}}) {
+      if (!stat.defined()) continue;
+      if (dense.is_same(stat)) stat.storage()->bump_version();
+      else stat.copy_(dense);
+    }
+  }
+
+  if (autograd::needs_grad(input, weight, bias)) {
+    autograd::SavedTensor sx(input), sw(weight);
+    bool need_x = input.requires_grad(), need_w = weight.defined() && weight.requires_grad(),
+         need_b = bias.defined() && bias.requires_grad();
+    autograd::record("BatchNormBackward", {&y}, {input, weight, bias}, [=](const TensorList& g) {
+      const char* name = "BatchNormBackward";
+      Tensor xv = sx.unpack(name), wv = sw.defined() ? sw.unpack(name) : Tensor();
+      if (GradMode::is_enabled()) {
+        TensorList d = composed_backward(g[0], xv, wv, save_mean, save_invstd, training, eps);
+        return TensorList{need_x ? d[0] : Tensor(), need_w ? d[1] : Tensor(), need_b ? d[2] : Tensor()};
+      }
+      Tensor gy = g[0].contiguous(), xd = xv.detach().contiguous();
+      Tensor wd = wv.defined() ? wv.detach().contiguous() : Tensor();
+      Tensor dx = need_x ? empty(xd.shape(), xd.dtype(), xd.device()) : Tensor();
+      Tensor dw = need_w ? empty({c}, xd.dtype(), xd.device()) : Tensor();
+      Tensor db = need_b ? empty({c}, xd.dtype(), xd.device()) : Tensor();
+      BatchNormArgs ba = a;
+      ba.input = xd.data_ptr();
+      ba.weight = wd.defined() ? wd.data_ptr() : nullptr;
+      ba.bias = nullptr;
+      ba.running_mean = nullptr;
+      ba.running_var = nullptr;
+      ba.output = nullptr;
+      ba.grad_output = gy.data_ptr();
+      ba.grad_input = need_x ? dx.data_ptr() : nullptr;
+      ba.grad_weight = need_w ? dw.data_ptr() : nullptr;
+      ba.grad_bias = need_b ? db.data_ptr() : nullptr;
+      if (xd.numel() > 0) {
+        batch_norm_backward_stub(xd.device().type)(ba);
+      } else {
+        if (need_w) dw.zero_();
+        if (need_b) db.zero_();
+      }
+      return TensorList{dx, dw, db};
+    });
+  }
+  return y;
+}
+
+}  // namespace ember

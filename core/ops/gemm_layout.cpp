@@ -1,0 +1,27 @@
+// GEMM operand layouts (see core/ops/gemm_layout.h).
+#include "core/ops/gemm_layout.h"
+
+namespace ember {
+
+std::optional<MatrixLayout> matrix_layout(int64_t rows, int64_t cols, int64_t sr, int64_t sc) {
+  if ((cols == 1 || sc == 1) && (rows == 1 || sr >= cols)) return MatrixLayout{false, rows == 1 ? cols : sr};
+  if ((rows == 1 || sr == 1) && (cols == 1 || sc >= rows)) return MatrixLayout{true, cols == 1 ? rows : sc};
+  return std::nullopt;
+}
+
+std::optional<int64_t> collapse_batch(const Shape& sizes, const Shape& strides, size_t n) {
+  std::optional<int64_t> stride;
+  int64_t expected = 0;
+  for (size_t d = n; d-- > 0;) {
+    if (sizes[d] == 1) continue;
+    if (!stride) {
+      stride = strides[d];
+    } else if (strides[d] != expected) {
+      return std::nullopt;
+    }
+    expected = strides[d] * sizes[d];
+  }
+  return stride.value_or(0);
+}
+
+}  // namespace ember

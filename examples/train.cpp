@@ -1,0 +1,191 @@
+// ember-train: trains an MLP or a CNN on Fashion-MNIST and reports the test
+// accuracy. `ember-train --help` lists every flag with its default.
+//
+//   ember-train --model mlp --epochs 10                 (about 89-90% test accuracy)
+//   ember-train --model cnn --epochs 15 --device cuda   (about 93%)
+//
+// Output: a progress bar on stderr while an epoch runs; on stdout, the run's
+// setup, one line per epoch (train loss, train and test accuracy, time),
+// and finally `test accuracy: 91.23%` on a line of its own. A run is
+// deterministic for a --seed on the CPU: the same flags give the same
+// numbers, and a run resumed from a checkpoint (--resume) continues with the
+// numbers of a run that never stopped.
+//
+// Exit status: 0 on success, 2 for a bad command line (an unknown flag, a
+// bad value, a checkpoint of another configuration), 1 when training fails.
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <vector>
+
+#include "core/generator.h"
+#include "data/data_loader.h"
+#include "data/mnist.h"
+#include "data/subset.h"
+#include "examples/train/epoch_log.h"
+#include "examples/train/loop.h"
+#include "examples/train/models.h"
+#include "examples/train/options.h"
+#include "examples/train/run_state.h"
+#include "optim/optim.h"
+
+namespace {
+
+using namespace ember;
+using namespace ember::train;
+
+// The first `limit` examples of a split (all of them for 0).
+std::shared_ptr<const data::Dataset> slice(std::shared_ptr<const data::Dataset> split, int64_t limit,
+                                           const char* flag, const char* name) {
+  if (limit == 0) return split;
+  if (limit > split->size()) {
+    throw UsageError(std::string(flag) + ": " + std::to_string(limit) + " is more than the " +
+                     std::to_string(split->size()) + " " + name + " examples");
+  }
+  std::vector<int64_t> indices(static_cast<size_t>(limit));
+  std::iota(indices.begin(), indices.end(), int64_t(0));
+  return std::make_shared<data::Subset>(std::move(split), std::move(indices));
+}
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const Options& o, const TensorList& params) {
+  switch (o.optimizer) {
+    case OptimizerKind::SGD: {
+      optim::SGDOptions sgd;
+      sgd.lr = o.lr;
+      sgd.momentum = o.momentum;
+      sgd.weight_decay = o.weight_decay;
+      return std::make_unique<optim::SGD>(params, sgd);
+    }
+    case OptimizerKind::Adam: {
+      optim::AdamOptions adam;
+      adam.lr = o.lr;
+      adam.weight_decay = o.weight_decay;
+      return std::make_unique<optim::Adam>(params, adam);
+    }
+    case OptimizerKind::AdamW: {
+      optim::AdamWOptions adamw;
+      adamw.lr = o.lr;
+      adamw.weight_decay = o.weight_decay;
+      return std::make_unique<optim::AdamW>(params, adamw);
+    }
+  }
+  return nullptr;
+}
+
+std::string format_number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+int run(const Options& o) {
+  manual_seed(o.seed);
+  const data::Normalize normalize = data::kFashionMNISTNormalize;
+  auto train_set = slice(std::make_shared<data::FashionMNIST>(o.data, true, normalize), o.limit_train,
+                         "--limit-train", "training");
+  auto test_set = slice(std::make_shared<data::FashionMNIST>(o.data, false, normalize), o.limit_test,
+                        "--limit-test", "test");
+
+  std::shared_ptr<nn::Sequential> model =
+      o.model == ModelKind::MLP ? make_mlp({256, 128}, o.dropout) : make_cnn(o.dropout);
+  model->to(o.device);
+  std::unique_ptr<optim::Optimizer> optimizer = make_optimizer(o, model->parameters());
+
+  data::DataLoaderOptions loading;
+  loading.batch_size = o.batch_size;
+  loading.num_workers = o.workers;
+  loading.device = o.device;
+  data::DataLoader test_loader(test_set, loading);
+  loading.shuffle = true;
+  loading.seed = o.seed;
+  data::DataLoader train_loader(train_set, loading);
+  const int64_t steps_per_epoch = train_loader.size();
+  std::unique_ptr<optim::LRScheduler> scheduler;
+  if (o.schedule == Schedule::Cosine) {
+    scheduler = std::make_unique<optim::CosineAnnealingLR>(*optimizer, o.epochs * steps_per_epoch);
+  }
+
+  // Dropout draws from the default generator of the training device.
+  Generator& generator = default_generator(o.device);
+  const RunFlags flags = {{"model", model_name(o.model)},
+                          {"optimizer", optimizer_name(o.optimizer)},
+                          {"schedule", schedule_name(o.schedule)},
+                          {"dropout", format_number(o.dropout)}};
+  RunPosition position;
+  if (!o.resume.empty()) {
+    position = load_run(o.resume, *model, *optimizer, scheduler.get(), generator, flags);
+    train_loader.set_epoch(uint64_t(position.epoch));
+  }
+
+  int64_t num_params = 0;
+  for (const Tensor& p : model->parameters()) num_params += p.numel();
+  std::printf("ember-train: %s (%lld parameters) on %s; optimizer %s, lr %g, schedule %s; batch size %lld, "
+              "epochs %lld; %lld training and %lld test examples\n",
+              model_name(o.model), static_cast<long long>(num_params), o.device.str().c_str(),
+              optimizer_name(o.optimizer), o.lr, schedule_name(o.schedule), static_cast<long long>(o.batch_size),
+              static_cast<long long>(o.epochs), static_cast<long long>(train_set->size()),
+              static_cast<long long>(test_set->size()));
+  if (!o.resume.empty()) {
+    std::printf("resumed from %s after epoch %lld\n", o.resume.c_str(), static_cast<long long>(position.epoch));
+  }
+  std::fflush(stdout);
+
+  std::optional<EpochLog> log;
+  if (!o.log.empty()) log.emplace(o.log, o.resume.empty() ? 0 : position.epoch);
+
+  const int64_t last_epoch = o.stop_after > 0 ? o.stop_after : o.epochs;
+  double test_acc = -1;
+  for (int64_t epoch = position.epoch + 1; epoch <= last_epoch; ++epoch) {
+    const auto start = std::chrono::steady_clock::now();
+    const std::string label = "epoch " + std::to_string(epoch) + "/" + std::to_string(o.epochs);
+    const TrainStats train = train_epoch(*model, train_loader, *optimizer, scheduler.get(), label);
+    test_acc = evaluate(*model, test_loader, label + " test");
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    position.epoch = epoch;
+    position.global_step += steps_per_epoch;
+
+    if (!o.checkpoint.empty()) save_run(o.checkpoint, *model, *optimizer, scheduler.get(), generator, flags, position);
+    if (log) log->write({epoch, train.loss, train.accuracy, test_acc, seconds, train.lr});
+    std::printf("epoch %*lld/%lld  train loss %.4f  train acc %.2f%%  test acc %.2f%%  time %.1f s (%.0f samples/s)"
+                "  lr %.3g\n",
+                int(std::to_string(o.epochs).size()), static_cast<long long>(epoch),
+                static_cast<long long>(o.epochs), train.loss, train.accuracy, test_acc, seconds,
+                double(train.samples) / train.seconds, train.lr);
+    std::fflush(stdout);
+  }
+  if (position.epoch < o.epochs) {
+    std::printf("stopped after epoch %lld of %lld; continue with --resume %s\n", static_cast<long long>(position.epoch),
+                static_cast<long long>(o.epochs), o.checkpoint.c_str());
+  }
+  if (test_acc < 0) test_acc = evaluate(*model, test_loader, "test");  // resumed from a finished run
+  std::printf("test accuracy: %.2f%%\n", test_acc);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options options;
+  try {
+    options = parse_options(argc, argv);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "ember-train: %s\n\n%s", e.what(), usage().c_str());
+    return 2;
+  }
+  if (options.help) {
+    std::fputs(usage().c_str(), stdout);
+    return 0;
+  }
+  try {
+    return run(options);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "ember-train: %s (ember-train --help lists the flags)\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ember-train: error: %s\n", e.what());
+    return 1;
+  }
+}

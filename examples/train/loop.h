@@ -1,0 +1,44 @@
+// One training epoch and one evaluation pass of a classifier over a
+// DataLoader, with the progress display of examples/train/progress.h.
+//
+// Contract:
+// - train_epoch runs every batch of the loader's next epoch through
+//   forward, cross-entropy loss, backward and optimizer.step() (then
+//   scheduler->step() when there is one: the schedule advances per batch),
+//   with the model in training mode. It returns the mean loss and the
+//   accuracy over the epoch's examples (the predictions of the training
+//   forward, dropout included), the learning rate of the last step and the
+//   wall time, up to the GPU's finishing the epoch's work.
+// - evaluate runs the loader's next epoch in eval mode without autograd
+//   and returns the accuracy; it leaves the model in training mode.
+// - Batches must arrive on the model's device (DataLoaderOptions::device).
+//   The running sums stay on that device: the host reads them only to draw
+//   the progress display (at most ten times a second on a terminal) and
+//   once at the end, so a CUDA step does not wait for the GPU.
+// - Accuracies are percentages.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "data/data_loader.h"
+#include "nn/module.h"
+#include "optim/lr_scheduler.h"
+#include "optim/optimizer.h"
+
+namespace ember::train {
+
+struct TrainStats {
+  double loss = 0;
+  double accuracy = 0;
+  int64_t samples = 0;
+  double lr = 0;
+  double seconds = 0;  // wall time of the epoch's training
+};
+
+TrainStats train_epoch(nn::UnaryModule& model, data::DataLoader& loader, optim::Optimizer& optimizer,
+                       optim::LRScheduler* scheduler, const std::string& label);
+
+double evaluate(nn::UnaryModule& model, data::DataLoader& loader, const std::string& label);
+
+}  // namespace ember::train

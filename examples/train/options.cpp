@@ -1,0 +1,306 @@
+// ember-train's flags: the table of flags, value parsing and range checks.
+#include "examples/train/options.h"
+
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <optional>
+#include <sstream>
+#include <vector>
+
+#include "core/cuda/device.h"
+#include "core/error.h"
+#include "data/mnist.h"
+
+namespace ember::train {
+namespace {
+
+constexpr double kAdamLr = 1e-3;
+constexpr double kSgdLr = 0.05;
+constexpr double kAdamWWeightDecay = 1e-2;
+constexpr double kMlpDropout = 0.1;
+constexpr double kCnnDropout = 0.25;
+constexpr int kMaxWorkers = 64;
+
+// What the command line said, before defaults that depend on other flags.
+struct Raw {
+  Options options;
+  std::string device = "auto";
+  std::optional<double> lr, weight_decay, dropout;
+};
+
+struct Flag {
+  const char* name;
+  const char* value;  // the value's placeholder; null for a switch
+  std::string help;   // ends with the default
+  std::function<void(Raw&, const std::string& flag, const std::string& value)> set;
+};
+
+[[noreturn]] void bad_value(const std::string& flag, const std::string& value, const std::string& allowed) {
+  throw UsageError(flag + ": invalid value '" + value + "'; " + allowed);
+}
+
+template <typename T>
+T parse_integer(const std::string& flag, const std::string& value, T min, T max) {
+  T v{};
+  const char* end = value.data() + value.size();
+  auto [ptr, ec] = std::from_chars(value.data(), end, v);
+  if (value.empty() || ec != std::errc() || ptr != end || v < min || v > max) {
+    std::ostringstream allowed;
+    allowed << "expected an integer from " << min << " to " << max;
+    bad_value(flag, value, allowed.str());
+  }
+  return v;
+}
+
+// A finite number in [min, max] (or (min, max] when min_exclusive).
+double parse_number(const std::string& flag, const std::string& value, double min, bool min_exclusive, double max) {
+  double v = 0;
+  const char* end = value.data() + value.size();
+  auto [ptr, ec] = std::from_chars(value.data(), end, v);
+  const bool in_range = std::isfinite(v) && (min_exclusive ? v > min : v >= min) && v <= max;
+  if (value.empty() || ec != std::errc() || ptr != end || !in_range) {
+    std::ostringstream allowed;
+    allowed << "expected a number " << (min_exclusive ? "above " : "from ") << min << (min_exclusive ? " up " : " ")
+            << "to " << max;
+    bad_value(flag, value, allowed.str());
+  }
+  return v;
+}
+
+template <typename E>
+E parse_choice(const std::string& flag, const std::string& value,
+               std::initializer_list<std::pair<const char*, E>> choices) {
+  std::string allowed = "expected one of";
+  for (const auto& [name, e] : choices) {
+    if (value == name) return e;
+    allowed += std::string(" ") + name;
+  }
+  bad_value(flag, value, allowed);
+}
+
+std::string format_default(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+
+const std::vector<Flag>& flags() {
+  static const std::vector<Flag> table = {
+      {"--model", "mlp|cnn", "the network: mlp (784-256-128-10) or cnn (two conv blocks); default mlp",
+       [](Raw& r, const std::string& f, const std::string& v) {
+         r.options.model = parse_choice<ModelKind>(f, v, {{"mlp", ModelKind::MLP}, {"cnn", ModelKind::CNN}});
+       }},
+      {"--device", "cpu|cuda|cuda:N|auto", "where to train; auto is cuda:0 when a GPU is visible, else cpu; default auto",
+       [](Raw& r, const std::string&, const std::string& v) { r.device = v; }},
+      {"--epochs", "N", "total epochs of the run (the schedule spans them); default 10",
+       [](Raw& r, const std::string& f, const std::string& v) {
+         r.options.epochs = parse_integer<int64_t>(f, v, 1, 100000);
+       }},
+      {"--batch-size", "N", "examples per training step (and per evaluation batch); default 64",
+       [](Raw& r, const std::string& f, const std::string& v) {
+         r.options.batch_size = parse_integer<int64_t>(f, v, 1, 1 << 20);
+       }},
+      {"--lr", "X", "peak learning rate; default " + format_default(kAdamLr) + " (adam, adamw), " +
+                        format_default(kSgdLr) + " (sgd)",
+       [](Raw& r, const std::string& f, const std::string& v) { r.lr = parse_number(f, v, 0, true, 10); }},
+      {"--optimizer", "sgd|adam|adamw", "sgd (with --momentum), adam or adamw; default adam",
+       [](Raw& r, const std::string& f, const std::string& v) {
+         r.options.optimizer = parse_choice<OptimizerKind>(
+             f, v, {{"sgd", OptimizerKind::SGD}, {"adam", OptimizerKind::Adam}, {"adamw", OptimizerKind::AdamW}});
+       }},
+      {"--momentum", "X", "SGD momentum; default 0.9",
+       [](Raw& r, const std::string& f, const std::string& v) {
+         r.options.momentum = parse_number(f, v, 0, false, 0.999);
+       }},
+      {"--weight-decay", "X", "weight decay; default 0 (sgd, adam), " + format_default(kAdamWWeightDecay) + " (adamw)",
+       [](Raw& r, const std::string& f, const std::string& v) { r.weight_decay = parse_number(f, v, 0, false, 1); }},
+      {"--dropout", "P", "dropout probability; default " + format_default(kMlpDropout) + " (mlp), " +
+                             format_default(kCnnDropout) + " (cnn)",
+       [](Raw& r, const std::string& f, const std::string& v) { r.dropout = parse_number(f, v, 0, false, 0.95); }},
+      {"--schedule", "cosine|none", "learning-rate schedule, stepped every batch: cosine to 0 over the run, or "
+                                    "constant; default cosine",
+       [](Raw& r, const std::string& f, const std::string& v) {
+         r.options.schedule = parse_choice<Schedule>(f, v, {{"cosine", Schedule::Cosine}, {"none", Schedule::None}});
+       }},
+      {"--seed", "N", "seed of the initialization, shuffling and dropout; default 0",
+       [](Raw& r, const std::string& f, const std::string& v) {
+         r.options.seed = parse_integer<uint64_t>(f, v, 0, UINT64_MAX);
+       }},
+      {"--data", "DIR", std::string("the Fashion-MNIST files (IDX, .gz or not); default ") + data::kFashionMNISTRoot,
+       [](Raw& r, const std::string&, const std::string& v) { r.options.data = v; }},
+      {"--limit-train", "N", "train on the first N training examples only; default 0 (all 60000)",
+       [](Raw& r, const std::string& f, const std::string& v) {
+         r.options.limit_train = parse_integer<int64_t>(f, v, 0, INT64_MAX);
+       }},
+      {"--limit-test", "N", "evaluate on the first N test examples only; default 0 (all 10000)",
+       [](Raw& r, const std::string& f, const std::string& v) {
+         r.options.limit_test = parse_integer<int64_t>(f, v, 0, INT64_MAX);
+       }},
+      {"--workers", "N", "data-loader threads (0: load on the training thread); default 2",
+       [](Raw& r, const std::string& f, const std::string& v) {
+         r.options.workers = parse_integer<int>(f, v, 0, kMaxWorkers);
+       }},
+      {"--log", "FILE.csv", "write epoch,train_loss,train_acc,test_acc,seconds,lr per epoch (accuracies in %); "
+                            "default none",
+       [](Raw& r, const std::string&, const std::string& v) { r.options.log = v; }},
+      {"--checkpoint", "FILE.safetensors", "save model, optimizer, schedule and RNG state after every epoch "
+                                           "(atomically); default none",
+       [](Raw& r, const std::string&, const std::string& v) { r.options.checkpoint = v; }},
+      {"--resume", "FILE", "continue the run saved in a checkpoint from its next epoch; default none",
+       [](Raw& r, const std::string&, const std::string& v) { r.options.resume = v; }},
+      {"--stop-after", "N", "end this invocation after epoch N (continue later with --resume); default 0 "
+                            "(run to --epochs)",
+       [](Raw& r, const std::string& f, const std::string& v) {
+         r.options.stop_after = parse_integer<int64_t>(f, v, 0, 100000);
+       }},
+      {"--help", nullptr, "print this text and exit", [](Raw& r, const std::string&, const std::string&) {
+         r.options.help = true;
+       }},
+  };
+  return table;
+}
+
+Device resolve_device(const std::string& spec) {
+  if (spec == "auto") return cuda::is_available() ? cuda_device(0) : kCPU;
+  Device device;
+  try {
+    device = Device(spec);
+  } catch (const Error&) {
+    bad_value("--device", spec, "expected cpu, cuda, cuda:N or auto");
+  }
+  if (device.is_cuda() && device.index >= cuda::device_count()) {
+    std::ostringstream why;
+    why << cuda::device_count() << " CUDA devices are visible";
+#if !EMBER_WITH_CUDA
+    why << " (this ember was built without CUDA)";
+#endif
+    why << ", CUDA_VISIBLE_DEVICES=" << cuda::visible_devices_env() << "; use --device cpu or auto";
+    bad_value("--device", spec, why.str());
+  }
+  return device;
+}
+
+void check_directory_of(const std::string& flag, const std::string& path) {
+  if (path.empty()) throw UsageError(flag + ": the file name is empty");
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) {
+    throw UsageError(flag + ": the directory " + dir.string() + " of '" + path + "' does not exist");
+  }
+  if (std::filesystem::is_directory(path, ec)) throw UsageError(flag + ": '" + path + "' is a directory");
+}
+
+Options finish(Raw raw) {
+  Options o = raw.options;
+  o.device = resolve_device(raw.device);
+  const bool adam = o.optimizer != OptimizerKind::SGD;
+  o.lr = raw.lr.value_or(adam ? kAdamLr : kSgdLr);
+  o.weight_decay = raw.weight_decay.value_or(o.optimizer == OptimizerKind::AdamW ? kAdamWWeightDecay : 0.0);
+  o.dropout = raw.dropout.value_or(o.model == ModelKind::MLP ? kMlpDropout : kCnnDropout);
+  if (!o.log.empty()) check_directory_of("--log", o.log);
+  if (!o.checkpoint.empty()) check_directory_of("--checkpoint", o.checkpoint);
+  if (!o.resume.empty() && !std::ifstream(o.resume)) {
+    throw UsageError("--resume: cannot read '" + o.resume + "'");
+  }
+  if (o.stop_after > o.epochs) {
+    throw UsageError("--stop-after: " + std::to_string(o.stop_after) + " is beyond --epochs " +
+                     std::to_string(o.epochs));
+  }
+  if (o.stop_after > 0 && o.checkpoint.empty()) {
+    throw UsageError("--stop-after: without --checkpoint the run could not be continued; add --checkpoint FILE");
+  }
+  if (o.data.empty()) o.data = data::kFashionMNISTRoot;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(o.data, ec)) {
+    throw UsageError("--data: '" + o.data + "' is not a directory; Fashion-MNIST comes with Debian's package "
+                     "dataset-fashion-mnist (in " + data::kFashionMNISTRoot + ")");
+  }
+  return o;
+}
+
+}  // namespace
+
+Options parse_options(int argc, const char* const* argv) {
+  Raw raw;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    std::optional<std::string> value;
+    if (const size_t eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+    }
+    const Flag* flag = nullptr;
+    for (const Flag& f : flags()) {
+      if (arg == f.name) flag = &f;
+    }
+    if (flag == nullptr) throw UsageError("unknown argument '" + arg + "'");
+    if (flag->value == nullptr) {
+      if (value) throw UsageError(arg + " takes no value");
+    } else if (!value) {
+      if (i + 1 == argc) throw UsageError(arg + " needs a value (" + flag->value + ")");
+      value = argv[++i];
+    }
+    flag->set(raw, arg, value.value_or(""));
+  }
+  if (raw.options.help) return raw.options;
+  return finish(std::move(raw));
+}
+
+std::string usage() {
+  constexpr size_t kIndent = 34, kWidth = 100;
+  std::ostringstream s;
+  s << "usage: ember-train [flags]\n"
+       "Trains an MLP or a CNN on Fashion-MNIST and reports the test accuracy.\n\n";
+  for (const Flag& f : flags()) {
+    const std::string left = std::string("  ") + f.name + (f.value ? std::string(" ") + f.value : "");
+    s << left;
+    size_t column = left.size();
+    if (column >= kIndent) {
+      s << "\n";
+      column = 0;
+    }
+    // The help, word-wrapped to kWidth columns under kIndent.
+    std::istringstream words(f.help);
+    std::string word;
+    bool line_start = true;
+    while (words >> word) {
+      if (!line_start && column + 1 + word.size() > kWidth) {
+        s << "\n";
+        column = 0;
+        line_start = true;
+      }
+      if (line_start) {
+        s << std::string(kIndent - column, ' ');
+        column = kIndent;
+      } else {
+        s << ' ';
+        ++column;
+      }
+      s << word;
+      column += word.size();
+      line_start = false;
+    }
+    s << "\n";
+  }
+  s << "\nExit status: 0 on success, 2 for a bad command line, 1 when training fails.\n";
+  return s.str();
+}
+
+const char* model_name(ModelKind kind) { return kind == ModelKind::MLP ? "mlp" : "cnn"; }
+
+const char* optimizer_name(OptimizerKind kind) {
+  switch (kind) {
+    case OptimizerKind::SGD: return "sgd";
+    case OptimizerKind::Adam: return "adam";
+    case OptimizerKind::AdamW: return "adamw";
+  }
+  return "?";
+}
+
+const char* schedule_name(Schedule schedule) { return schedule == Schedule::Cosine ? "cosine" : "none"; }
+
+}  // namespace ember::train

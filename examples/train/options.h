@@ -1,0 +1,69 @@
+// ember-train's command line: every flag, its default, and the checks that
+// turn a bad value into a usage error before any work starts.
+//
+// Contract:
+// - parse_options(argc, argv) accepts "--flag value" and "--flag=value".
+//   It returns the options, or throws UsageError for an unknown flag, a
+//   missing or malformed value, or a value out of range; the message names
+//   the flag, the value and what is allowed. main() prints it with the usage
+//   text and exits with status 2.
+// - "--help" sets help; nothing else is checked then.
+// - Values that depend on others are resolved here: the learning rate and
+//   weight decay defaults depend on the optimizer, the dropout default on
+//   the model, and "auto" becomes cuda:0 when a GPU is visible, else cpu.
+//   A CUDA device that is not visible is a UsageError.
+// - Paths are checked as far as they can be before training: --data must be
+//   a directory, --resume a readable file, and the directories of --log and
+//   --checkpoint must exist.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "core/device.h"
+
+namespace ember::train {
+
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class ModelKind { MLP, CNN };
+enum class OptimizerKind { SGD, Adam, AdamW };
+enum class Schedule { Cosine, None };
+
+struct Options {
+  ModelKind model = ModelKind::MLP;
+  Device device = kCPU;
+  int64_t epochs = 10;
+  int64_t batch_size = 64;
+  double lr = 1e-3;
+  OptimizerKind optimizer = OptimizerKind::Adam;
+  double momentum = 0.9;       // SGD only
+  double weight_decay = 0;
+  double dropout = 0;
+  Schedule schedule = Schedule::Cosine;
+  uint64_t seed = 0;
+  std::string data;
+  int64_t limit_train = 0;     // 0: the whole split
+  int64_t limit_test = 0;
+  int workers = 2;
+  std::string log;             // empty: no CSV log
+  std::string checkpoint;      // empty: no checkpoints
+  std::string resume;          // empty: start from scratch
+  int64_t stop_after = 0;      // 0: run to --epochs
+  bool help = false;
+};
+
+Options parse_options(int argc, const char* const* argv);
+
+// The usage text: every flag with its default.
+std::string usage();
+
+const char* model_name(ModelKind kind);
+const char* optimizer_name(OptimizerKind kind);
+const char* schedule_name(Schedule schedule);
+
+}  // namespace ember::train

@@ -1,0 +1,292 @@
+// CPU conv2d kernels (contract in core/ops/conv_kernels.h): im2col + GEMM.
+//
+// Per image, im2col unfolds the input into columns (c_in * kh * kw rows,
+// out_h * out_w columns; row (c, p, q) holds the input pixel each output
+// position sees through kernel tap (p, q) of channel c, 0 in the padding).
+// The groups split those rows into `groups` equal blocks, so one GEMM
+// batched over groups (gemm_stub, core/ops/gemm_kernels.h) does the work:
+//   forward          out_g  (c_out/g x OHW) = W_g (c_out/g x K) . col_g (K x OHW)
+//   backward input   dcol_g (K x OHW)       = W_g^T . dout_g, then col2im adds
+//                                             each column back onto its pixels
+//   backward weight  dW_g  (c_out/g x K)   += dout_g . col_g^T, over the images
+// with K = c_in/g * kh * kw. A 1x1 kernel with unit stride and no padding
+// needs no im2col: the image itself is the column matrix.
+// Arithmetic is in S (double for float64, float otherwise); float16 and
+// bfloat16 data is widened into S buffers first and each result is rounded
+// once, so sums over images and taps never round in between.
+#include <algorithm>
+#include <type_traits>
+#include <vector>
+
+#include "core/ops/conv_kernels.h"
+#include "core/ops/gemm_kernels.h"
+#include "kernels/acc_type.h"
+
+namespace ember::cpu {
+namespace {
+
+template <typename T>
+using compute_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+// n elements of T read as S: the memory itself when T is S, else a widened copy.
+template <typename S, typename T>
+class Input {
+ public:
+  Input(const void* p, int64_t n) {
+    if constexpr (std::is_same_v<S, T>) {
+      ptr_ = static_cast<const S*>(p);
+    } else {
+      copy_.resize(size_t(n));
+      const T* src = static_cast<const T*>(p);
+      for (int64_t i = 0; i < n; ++i) copy_[size_t(i)] = S(acc_t<T>(src[i]));
+      ptr_ = copy_.data();
+    }
+  }
+  const S* get() const { return ptr_; }
+
+ private:
+  std::vector<S> copy_;
+  const S* ptr_ = nullptr;
+};
+
+// n elements of T written as S: the memory itself when T is S, else a
+// buffer rounded into the memory by store().
+template <typename S, typename T>
+class Output {
+ public:
+  Output(void* p, int64_t n) : dst_(static_cast<T*>(p)), n_(n) {
+    if constexpr (std::is_same_v<S, T>) {
+      ptr_ = dst_;
+    } else {
+      copy_.resize(size_t(n));
+      ptr_ = copy_.data();
+    }
+  }
+  S* get() const { return ptr_; }
+  void store() {
+    if constexpr (!std::is_same_v<S, T>) {
+      for (int64_t i = 0; i < n_; ++i) dst_[i] = T(acc_t<T>(copy_[size_t(i)]));
+    }
+  }
+
+ private:
+  T* dst_;
+  int64_t n_;
+  std::vector<S> copy_;
+  S* ptr_ = nullptr;
+};
+
+bool is_pointwise(const ConvArgs& a) {
+  return a.kernel_h == 1 && a.kernel_w == 1 && a.stride_h == 1 && a.stride_w == 1 && a.padding_h == 0 &&
+         a.padding_w == 0;
+}
+
+// The input row an output row oy sees through kernel row p, or -1 in the padding.
+inline int64_t source_row(const ConvArgs& a, int64_t oy, int64_t p) {
+  int64_t iy = oy * a.stride_h - a.padding_h + p * a.dilation_h;
+  return iy >= 0 && iy < a.h ? iy : -1;
+}
+inline int64_t source_col(const ConvArgs& a, int64_t ox, int64_t q) {
+  int64_t ix = ox * a.stride_w - a.padding_w + q * a.dilation_w;
+  return ix >= 0 && ix < a.w ? ix : -1;
+}
+
+// image (c_in, h, w) -> col (c_in * kh * kw, out_h * out_w)
+template <typename S>
+void im2col(const ConvArgs& a, const S* image, S* col) {
+  const int64_t ohw = a.out_h * a.out_w;
+  for (int64_t c = 0; c < a.c_in; ++c) {
+    const S* plane = image + c * a.h * a.w;
+    for (int64_t p = 0; p < a.kernel_h; ++p) {
+      for (int64_t q = 0; q < a.kernel_w; ++q) {
+        S* row = col + ((c * a.kernel_h + p) * a.kernel_w + q) * ohw;
+        for (int64_t oy = 0; oy < a.out_h; ++oy) {
+          int64_t iy = source_row(a, oy, p);
+          S* out = row + oy * a.out_w;
+          for (int64_t ox = 0; ox < a.out_w; ++ox) {
+            int64_t ix = source_col(a, ox, q);
+            out[ox] = iy >= 0 && ix >= 0 ? plane[iy * a.w + ix] : S(0);
+          }
+        }
+      }
+    }
+  }
+}
+
+// image (c_in, h, w) += col2im(col); the adjoint of im2col.
+template <typename S>
+void col2im_add(const ConvArgs& a, const S* col, S* image) {
+  const int64_t ohw = a.out_h * a.out_w;
+  for (int64_t c = 0; c < a.c_in; ++c) {
+    S* plane = image + c * a.h * a.w;
+    for (int64_t p = 0; p < a.kernel_h; ++p) {
+      for (int64_t q = 0; q < a.kernel_w; ++q) {
+        const S* row = col + ((c * a.kernel_h + p) * a.kernel_w + q) * ohw;
+        for (int64_t oy = 0; oy < a.out_h; ++oy) {
+          int64_t iy = source_row(a, oy, p);
+          if (iy < 0) continue;
+          for (int64_t ox = 0; ox < a.out_w; ++ox) {
+            int64_t ix = source_col(a, ox, q);
+            if (ix >= 0) plane[iy * a.w + ix] += row[oy * a.out_w + ox];
+          }
+        }
+      }
+    }
+  }
+}
+
+template <typename S>
+DType dtype_of_compute() {
+  return std::is_same_v<S, double> ? DType::Float64 : DType::Float32;
+}
+
+// Sizes shared by the three kernels.
+struct Dims {
+  int64_t ohw, hw, k, cin_g, cout_g;
+  explicit Dims(const ConvArgs& a)
+      : ohw(a.out_h * a.out_w),
+        hw(a.h * a.w),
+        k(a.c_in / a.groups * a.kernel_h * a.kernel_w),
+        cin_g(a.c_in / a.groups),
+        cout_g(a.c_out / a.groups) {}
+};
+
+template <typename T>
+void forward(const ConvArgs& a) {
+  using S = compute_t<T>;
+  const Dims d(a);
+  Input<S, T> x(a.input, a.n * a.c_in * d.hw), w(a.weight, a.c_out * d.k);
+  Output<S, T> y(a.output, a.n * a.c_out * d.ohw);
+  const bool pointwise = is_pointwise(a);
+  std::vector<S> col(pointwise ? 0 : size_t(a.groups * d.k * d.ohw));
+  for (int64_t b = 0; b < a.n; ++b) {
+    const S* image = x.get() + b * a.c_in * d.hw;
+    if (!pointwise) im2col(a, image, col.data());
+    GemmArgs g;
+    g.dtype = dtype_of_compute<S>();
+    g.m = d.cout_g;
+    g.n = d.ohw;
+    g.k = d.k;
+    g.batch = a.groups;
+    g.a = w.get();
+    g.lda = d.k;
+    g.stride_a = d.cout_g * d.k;
+    g.b = pointwise ? image : col.data();
+    g.ldb = d.ohw;
+    g.stride_b = d.k * d.ohw;
+    g.c = y.get() + b * a.c_out * d.ohw;
+    g.ldc = d.ohw;
+    g.stride_c = d.cout_g * d.ohw;
+    gemm_stub(DeviceType::CPU)(g);
+  }
+  if (a.bias) {
+    Input<S, T> bias(a.bias, a.c_out);
+    for (int64_t b = 0; b < a.n; ++b) {
+      for (int64_t o = 0; o < a.c_out; ++o) {
+        S* out = y.get() + (b * a.c_out + o) * d.ohw;
+        for (int64_t i = 0; i < d.ohw; ++i) out[i] += bias.get()[o];
+      }
+    }
+  }
+  y.store();
+}
+
+template <typename T>
+void backward_input(const ConvArgs& a) {
+  using S = compute_t<T>;
+  const Dims d(a);
+  Input<S, T> gy(a.grad_output, a.n * a.c_out * d.ohw), w(a.weight, a.c_out * d.k);
+  Output<S, T> gx(a.grad_input, a.n * a.c_in * d.hw);
+  const bool pointwise = is_pointwise(a);
+  std::vector<S> col(pointwise ? 0 : size_t(a.groups * d.k * d.ohw));
+  for (int64_t b = 0; b < a.n; ++b) {
+    S* image = gx.get() + b * a.c_in * d.hw;
+    GemmArgs g;
+    g.dtype = dtype_of_compute<S>();
+    g.trans_a = true;
+    g.m = d.k;
+    g.n = d.ohw;
+    g.k = d.cout_g;
+    g.batch = a.groups;
+    g.a = w.get();
+    g.lda = d.k;
+    g.stride_a = d.cout_g * d.k;
+    g.b = gy.get() + b * a.c_out * d.ohw;
+    g.ldb = d.ohw;
+    g.stride_b = d.cout_g * d.ohw;
+    g.c = pointwise ? image : col.data();
+    g.ldc = d.ohw;
+    g.stride_c = d.k * d.ohw;
+    gemm_stub(DeviceType::CPU)(g);
+    if (!pointwise) {
+      std::fill(image, image + a.c_in * d.hw, S(0));
+      col2im_add(a, col.data(), image);
+    }
+  }
+  gx.store();
+}
+
+template <typename T>
+void backward_weight(const ConvArgs& a) {
+  using S = compute_t<T>;
+  const Dims d(a);
+  Input<S, T> gy(a.grad_output, a.n * a.c_out * d.ohw);
+  if (a.grad_weight) {
+    Input<S, T> x(a.input, a.n * a.c_in * d.hw);
+    Output<S, T> gw(a.grad_weight, a.c_out * d.k);
+    const bool pointwise = is_pointwise(a);
+    std::vector<S> col(pointwise ? 0 : size_t(a.groups * d.k * d.ohw));
+    for (int64_t b = 0; b < a.n; ++b) {
+      const S* image = x.get() + b * a.c_in * d.hw;
+      if (!pointwise) im2col(a, image, col.data());
+      GemmArgs g;
+      g.dtype = dtype_of_compute<S>();
+      g.trans_b = true;
+      g.m = d.cout_g;
+      g.n = d.k;
+      g.k = d.ohw;
+      g.batch = a.groups;
+      g.beta = b == 0 ? 0.0 : 1.0;
+      g.a = gy.get() + b * a.c_out * d.ohw;
+      g.lda = d.ohw;
+      g.stride_a = d.cout_g * d.ohw;
+      g.b = pointwise ? image : col.data();
+      g.ldb = d.ohw;
+      g.stride_b = d.k * d.ohw;
+      g.c = gw.get();
+      g.ldc = d.k;
+      g.stride_c = d.cout_g * d.k;
+      gemm_stub(DeviceType::CPU)(g);
+    }
+    gw.store();
+  }
+  if (a.grad_bias) {
+    Output<S, T> gb(a.grad_bias, a.c_out);
+    for (int64_t o = 0; o < a.c_out; ++o) {
+      S total = 0;
+      for (int64_t b = 0; b < a.n; ++b) {
+        const S* plane = gy.get() + (b * a.c_out + o) * d.ohw;
+        for (int64_t i = 0; i < d.ohw; ++i) total += plane[i];
+      }
+      gb.get()[o] = total;
+    }
+    gb.store();
+  }
+}
+
+template <int Which>
+void conv_kernel(const ConvArgs& a) {
+  EMBER_DISPATCH_FLOAT(a.dtype, "conv2d", [&]<typename T>() {
+    if constexpr (Which == 0) forward<T>(a);
+    else if constexpr (Which == 1) backward_input<T>(a);
+    else backward_weight<T>(a);
+  });
+}
+
+}  // namespace
+
+EMBER_REGISTER_KERNEL(conv2d_forward_stub, DeviceType::CPU, conv_kernel<0>);
+EMBER_REGISTER_KERNEL(conv2d_backward_input_stub, DeviceType::CPU, conv_kernel<1>);
+EMBER_REGISTER_KERNEL(conv2d_backward_weight_stub, DeviceType::CPU, conv_kernel<2>);
+
+}  // namespace ember::cpu

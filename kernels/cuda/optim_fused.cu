@@ -1,0 +1,181 @@
+// CUDA kernels of the fused optimizer steps (contract in
+// optim/fused_kernels.h; formulas in kernels/optim_math.h).
+//
+// A step is one multi-tensor launch per ChunkList (kernels/cuda/
+// multi_tensor_apply.cuh: 32-40 tensors and 256 chunks of 64K elements each)
+// that reads every step counter it needs, then one launch per 448 tensors
+// that advances the counters unless found_inf is set. Counters are never
+// written by the update launches, so blocks sharing a tensor cannot race.
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/elementwise_launch.cuh"
+#include "kernels/cuda/multi_tensor_apply.cuh"
+#include "kernels/optim_math.h"
+#include "optim/fused_kernels.h"
+
+namespace ember::cuda {
+namespace {
+
+using optim::AdamHyper;
+using optim::FusedStepArgs;
+using optim::FusedTensor;
+using optim::SGDHyper;
+
+constexpr int kSGDTensors = 40;   // param, grad, momentum buffer
+constexpr int kAdamTensors = 32;  // param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq
+using SGDList = ChunkList<3, kSGDTensors>;
+using AdamList = ChunkList<5, kAdamTensors>;
+
+__device__ __forceinline__ bool skip_step(const float* found_inf) {
+  return found_inf != nullptr && *found_inf != 0.0f;
+}
+
+template <typename A>
+__device__ __forceinline__ A grad_factor(const float* inv_scale) {
+  return inv_scale != nullptr ? A(*inv_scale) : A(1);
+}
+
+// Slot d of a FusedTensor for a ChunkList: param, grad, then the state.
+void* pick_slot(const FusedTensor& f, int d) {
+  if (d == 0) return f.param;
+  if (d == 1) return const_cast<void*>(f.grad);
+  return f.state[d - 2];
+}
+
+// Each thread keeps kILP elements of every array in flight: a memory-bound
+// kernel needs that many loads outstanding to approach peak bandwidth.
+constexpr int kILP = 4;
+
+template <typename T>
+__global__ void sgd_kernel(const SGDList list, const SGDHyper h, const float* found_inf, const float* inv_scale) {
+  using A = acc_t<T>;
+  if (skip_step(found_inf)) return;
+  const BlockChunk bc = block_chunk(list);
+  const auto c = optim_math::sgd_scalars<A>(h);
+  const A factor = grad_factor<A>(inv_scale);
+  T* p = static_cast<T*>(list.ptr[0][bc.slot]) + bc.begin;
+  const T* g = static_cast<const T*>(list.ptr[1][bc.slot]) + bc.begin;
+  A* buf = static_cast<A*>(list.ptr[2][bc.slot]);
+  if (buf != nullptr) buf += bc.begin;
+  const int64_t* step = list.step[bc.slot];
+  const bool first = step != nullptr && *step == 0;
+  for (int64_t base = threadIdx.x; base < bc.length; base += int64_t(blockDim.x) * kILP) {
+    A pv[kILP] = {}, gv[kILP] = {}, bv[kILP] = {};
+#pragma unroll
+    for (int u = 0; u < kILP; ++u) {
+      const int64_t i = base + int64_t(u) * blockDim.x;
+      if (i >= bc.length) continue;
+      pv[u] = to_acc(p[i]);
+      gv[u] = to_acc(g[i]);
+      if (buf != nullptr && !first) bv[u] = buf[i];
+    }
+#pragma unroll
+    for (int u = 0; u < kILP; ++u) {
+      const int64_t i = base + int64_t(u) * blockDim.x;
+      if (i >= bc.length) continue;
+      optim_math::sgd_element<A>(c, pv[u], gv[u] * factor, bv[u], first);
+      p[i] = from_acc<T>(pv[u]);
+      if (buf != nullptr) buf[i] = bv[u];
+    }
+  }
+}
+
+template <typename T>
+__global__ void adam_kernel(const AdamList list, const AdamHyper h, const float* found_inf, const float* inv_scale) {
+  using A = acc_t<T>;
+  if (skip_step(found_inf)) return;
+  const BlockChunk bc = block_chunk(list);
+  const auto c = optim_math::adam_scalars<A>(h, *list.step[bc.slot] + 1);
+  const A factor = grad_factor<A>(inv_scale);
+  T* p = static_cast<T*>(list.ptr[0][bc.slot]) + bc.begin;
+  const T* g = static_cast<const T*>(list.ptr[1][bc.slot]) + bc.begin;
+  A* m = static_cast<A*>(list.ptr[2][bc.slot]) + bc.begin;
+  A* v = static_cast<A*>(list.ptr[3][bc.slot]) + bc.begin;
+  A* vmax = static_cast<A*>(list.ptr[4][bc.slot]);
+  if (vmax != nullptr) vmax += bc.begin;
+  for (int64_t base = threadIdx.x; base < bc.length; base += int64_t(blockDim.x) * kILP) {
+    A pv[kILP] = {}, gv[kILP] = {}, mv[kILP] = {}, vv[kILP] = {}, xv[kILP] = {};
+#pragma unroll
+    for (int u = 0; u < kILP; ++u) {
+      const int64_t i = base + int64_t(u) * blockDim.x;
+      if (i >= bc.length) continue;
+      pv[u] = to_acc(p[i]);
+      gv[u] = to_acc(g[i]);
+      mv[u] = m[i];
+      vv[u] = v[i];
+      if (vmax != nullptr) xv[u] = vmax[i];
+    }
+#pragma unroll
+    for (int u = 0; u < kILP; ++u) {
+      const int64_t i = base + int64_t(u) * blockDim.x;
+      if (i >= bc.length) continue;
+      optim_math::adam_element<A>(c, pv[u], gv[u] * factor, mv[u], vv[u], xv[u]);
+      p[i] = from_acc<T>(pv[u]);
+      m[i] = mv[u];
+      v[i] = vv[u];
+      if (vmax != nullptr) vmax[i] = xv[u];
+    }
+  }
+}
+
+constexpr int kMaxStepsPerLaunch = 448;
+struct StepList {
+  int64_t* step[kMaxStepsPerLaunch];
+  int count;
+};
+
+__global__ void advance_steps_kernel(const StepList list, const float* found_inf) {
+  const int i = int(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i >= list.count || skip_step(found_inf)) return;
+  ++*list.step[i];
+}
+
+// After the update launches: every non-null counter += 1 unless found_inf.
+void advance_steps(const FusedStepArgs& a, cudaStream_t stream) {
+  StepList list{};
+  auto flush = [&] {
+    if (list.count == 0) return;
+    advance_steps_kernel<<<unsigned((list.count + 127) / 128), 128, 0, stream>>>(list, a.found_inf);
+    EMBER_CUDA_CHECK_LAUNCH();
+    list.count = 0;
+  };
+  for (int64_t t = 0; t < a.count; ++t) {
+    if (a.tensors[t].step == nullptr) continue;
+    list.step[list.count++] = a.tensors[t].step;
+    if (list.count == kMaxStepsPerLaunch) flush();
+  }
+  flush();
+}
+
+void sgd_step(const FusedStepArgs& a, const SGDHyper& h) {
+  if (a.count == 0) return;
+  DeviceGuard guard(a.device);
+  cudaStream_t stream = current_stream(a.device).handle();
+  EMBER_DISPATCH_FLOAT(a.dtype, "optim::SGD step", [&]<typename T>() {
+    for_each_chunk_list<3, kSGDTensors>(a.tensors, a.count, pick_slot, [&](const SGDList& list, int blocks) {
+      sgd_kernel<T><<<unsigned(blocks), kMultiTensorThreads, 0, stream>>>(list, h, a.found_inf, a.inv_scale);
+      EMBER_CUDA_CHECK_LAUNCH();
+    });
+  });
+  advance_steps(a, stream);
+}
+
+void adam_step(const FusedStepArgs& a, const AdamHyper& h) {
+  if (a.count == 0) return;
+  DeviceGuard guard(a.device);
+  cudaStream_t stream = current_stream(a.device).handle();
+  EMBER_DISPATCH_FLOAT(a.dtype, "optim::Adam step", [&]<typename T>() {
+    for_each_chunk_list<5, kAdamTensors>(a.tensors, a.count, pick_slot, [&](const AdamList& list, int blocks) {
+      adam_kernel<T><<<unsigned(blocks), kMultiTensorThreads, 0, stream>>>(list, h, a.found_inf, a.inv_scale);
+      EMBER_CUDA_CHECK_LAUNCH();
+    });
+  });
+  advance_steps(a, stream);
+}
+
+}  // namespace
+
+EMBER_REGISTER_KERNEL(optim::sgd_step_stub, DeviceType::CUDA, sgd_step);
+EMBER_REGISTER_KERNEL(optim::adam_step_stub, DeviceType::CUDA, adam_step);
+
+}  // namespace ember::cuda

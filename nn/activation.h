@@ -1,0 +1,58 @@
+// Activation layers: ReLU, GELU, Tanh, Sigmoid, Softmax and LogSoftmax.
+//
+// Each applies its ember op (core/ops.h) elementwise, or along `dim` for the
+// softmaxes, and has no parameters. GELU is the exact (erf) form, PyTorch's
+// default.
+#pragma once
+
+#include "nn/module.h"
+
+namespace ember::nn {
+
+class ReLU : public UnaryModule {
+ public:
+  Tensor forward(const Tensor& input) override;
+  std::shared_ptr<Module> clone() const override;
+};
+
+class GELU : public UnaryModule {
+ public:
+  Tensor forward(const Tensor& input) override;
+  std::shared_ptr<Module> clone() const override;
+};
+
+class Tanh : public UnaryModule {
+ public:
+  Tensor forward(const Tensor& input) override;
+  std::shared_ptr<Module> clone() const override;
+};
+
+class Sigmoid : public UnaryModule {
+ public:
+  Tensor forward(const Tensor& input) override;
+  std::shared_ptr<Module> clone() const override;
+};
+
+// exp(x) / sum(exp(x)) along dim (negative dims count from the end).
+class Softmax : public UnaryModule {
+ public:
+  explicit Softmax(int64_t dim) : dim(dim) {}
+  Tensor forward(const Tensor& input) override;
+  std::shared_ptr<Module> clone() const override;
+  std::string extra_repr() const override;
+
+  const int64_t dim;
+};
+
+// log(softmax(x, dim)), computed stably.
+class LogSoftmax : public UnaryModule {
+ public:
+  explicit LogSoftmax(int64_t dim) : dim(dim) {}
+  Tensor forward(const Tensor& input) override;
+  std::shared_ptr<Module> clone() const override;
+  std::string extra_repr() const override;
+
+  const int64_t dim;
+};
+
+}  // namespace ember::nn

@@ -1,0 +1,71 @@
+// BatchNorm1d and BatchNorm2d, as torch.nn's.
+//
+// Input (N, C) or (N, C, L) for BatchNorm1d, (N, C, H, W) for BatchNorm2d;
+// output of the same shape.
+// - Training: each channel is normalized with the batch mean and biased
+//   variance; with track_running_stats the buffers running_mean (zeros),
+//   running_var (ones) and num_batches_tracked (int64, 0) are updated:
+//   running = (1 - m) running + m batch (unbiased variance), with m =
+//   momentum, or 1 / num_batches_tracked when momentum is nullopt (a
+//   cumulative average; reading the count synchronizes on CUDA).
+// - Eval: the running statistics normalize (the batch ones when
+//   track_running_stats is off, as PyTorch).
+// - affine adds weight (ones) and bias (zeros), one per channel.
+// The op is ember::batch_norm (core/ops.h).
+#pragma once
+
+#include <optional>
+
+#include "nn/module.h"
+
+namespace ember::nn {
+
+class BatchNormBase : public UnaryModule {
+ public:
+  Tensor forward(const Tensor& input) override;
+  // "16, eps=1e-05, momentum=0.1, affine=true, track_running_stats=true"
+  std::string extra_repr() const override;
+  void reset_running_stats();
+  void reset_parameters();  // running stats, weight and bias
+
+  const int64_t num_features;
+  const double eps;
+  const std::optional<double> momentum;
+  const bool affine;
+  const bool track_running_stats;
+  Tensor weight;               // (C), undefined unless affine
+  Tensor bias;                 // (C), undefined unless affine
+  Tensor running_mean;         // (C), undefined unless track_running_stats
+  Tensor running_var;          // (C), undefined unless track_running_stats
+  Tensor num_batches_tracked;  // () int64, undefined unless track_running_stats
+
+ protected:
+  // layer names the class in the constructor's errors.
+  BatchNormBase(const char* layer, int64_t num_features, double eps, std::optional<double> momentum, bool affine,
+                bool track_running_stats);
+  virtual void check_input_dim(const Tensor& input) const = 0;
+};
+
+class BatchNorm1d : public BatchNormBase {
+ public:
+  explicit BatchNorm1d(int64_t num_features, double eps = 1e-5, std::optional<double> momentum = 0.1,
+                       bool affine = true, bool track_running_stats = true)
+      : BatchNormBase("BatchNorm1d", num_features, eps, momentum, affine, track_running_stats) {}
+  std::shared_ptr<Module> clone() const override;
+
+ protected:
+  void check_input_dim(const Tensor& input) const override;
+};
+
+class BatchNorm2d : public BatchNormBase {
+ public:
+  explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, std::optional<double> momentum = 0.1,
+                       bool affine = true, bool track_running_stats = true)
+      : BatchNormBase("BatchNorm2d", num_features, eps, momentum, affine, track_running_stats) {}
+  std::shared_ptr<Module> clone() const override;
+
+ protected:
+  void check_input_dim(const Tensor& input) const override;
+};
+
+}  // namespace ember::nn

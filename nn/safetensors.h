@@ -1,0 +1,57 @@
+// safetensors files: named tensors plus string metadata, in the format of
+// huggingface/safetensors, readable by its Python and Rust libraries.
+//
+// Format: an 8-byte little-endian header length N; N bytes of a UTF-8 JSON
+// object (padded with spaces)
+//   {"__metadata__": {"key": "value", ...},
+//    "name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]}, ...}
+// then the data section: each tensor's elements, row-major and little-endian,
+// at [begin, end) counted from the start of the data section. Dtypes: F32,
+// F64, F16, BF16, I32, I64, BOOL (one byte, 0 or 1).
+//
+// Contract:
+// - save_safetensors writes any tensors (any device, any layout: each is
+//   copied to a dense CPU tensor) atomically (nn/atomic_file.h: a temporary
+//   file in the same directory, fsync, rename, fsync of the directory).
+//   Tensors are laid out by element size, largest first, then by name, so
+//   every tensor is aligned to its element size. The name "__metadata__" and
+//   names or metadata that are not valid UTF-8 are an ember::Error.
+// - load_safetensors and parse_safetensors accept exactly the files this
+//   format allows and throw an ember::Error naming the file (or "<memory>")
+//   and the problem for anything else: a file shorter than 8 bytes, a header
+//   length beyond the file or above 100 MB, a header that is not strict JSON
+//   (nn/json.h) or not an object of tensor entries, an unknown dtype, an
+//   entry with missing or extra fields, a shape whose byte size does not
+//   match its offsets, offsets beyond the data, tensors that overlap or
+//   leave gaps, data after the last tensor, metadata values that are not
+//   strings, and BOOL bytes other than 0 and 1. They never crash or read
+//   out of bounds on any input (fuzz/safetensors_fuzz.cpp checks this).
+// - The result holds CPU tensors that own their memory.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "core/tensor.h"
+
+namespace ember {
+
+struct SafetensorsContents {
+  std::map<std::string, Tensor> tensors;
+  std::map<std::string, std::string> metadata;
+};
+
+void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
+                      const std::map<std::string, std::string>& metadata = {});
+
+SafetensorsContents load_safetensors(const std::string& path);
+
+// The same reader over a complete file image in memory.
+SafetensorsContents parse_safetensors(const uint8_t* data, size_t size);
+
+// "F32", "BF16", ...: the format's name of a dtype.
+const char* safetensors_dtype_name(DType dtype);
+
+}  // namespace ember

@@ -1,0 +1,150 @@
+// Learning-rate schedulers with PyTorch's closed-form values: StepLR,
+// CosineAnnealingLR, LinearLR and OneCycleLR.
+//
+// Contract:
+// - A scheduler holds a reference to its optimizer, which must outlive it.
+//   Constructing one performs PyTorch's initial step: last_epoch becomes 0
+//   and every group's "lr" is set to the value at epoch 0.
+// - step() advances last_epoch by one and sets each group's "lr" to the
+//   closed-form value at last_epoch (base_lr is the group's lr when the
+//   scheduler was made; OneCycleLR's is max_lr / div_factor):
+//     StepLR             base_lr * gamma^floor(epoch / step_size)
+//     CosineAnnealingLR  eta_min + (base_lr - eta_min) * (1 + cos(pi * epoch / T_max)) / 2
+//     LinearLR           base_lr * (start + (end - start) * min(epoch, total_iters) / total_iters)
+//     OneCycleLR         torch.optim.lr_scheduler.OneCycleLR (see below)
+// - get_last_lr() is the lrs the last step() (or the constructor) set.
+// - state_dict()/load_state_dict() save and restore last_epoch, base_lrs and
+//   last_lrs; the optimizer's own state dict restores the groups' lr.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "optim/optimizer.h"
+
+namespace ember::optim {
+
+struct SchedulerStateDict {
+  int64_t last_epoch = 0;
+  std::vector<double> base_lrs;
+  std::vector<double> last_lrs;
+};
+
+class LRScheduler {
+ public:
+  virtual ~LRScheduler() = default;
+  LRScheduler(const LRScheduler&) = delete;
+  LRScheduler& operator=(const LRScheduler&) = delete;
+
+  void step();
+  const std::vector<double>& get_last_lr() const { return last_lrs_; }
+  int64_t last_epoch() const { return last_epoch_; }
+  const std::vector<double>& base_lrs() const { return base_lrs_; }
+
+  SchedulerStateDict state_dict() const;
+  // An ember::Error, changing nothing, when the number of lrs differs from
+  // the optimizer's number of groups.
+  void load_state_dict(const SchedulerStateDict& state_dict);
+
+ protected:
+  explicit LRScheduler(Optimizer& optimizer);
+  // Derived constructors call this last: it performs the step to epoch 0.
+  void initial_step();
+  // Sets the groups' options for `epoch` (the default sets "lr" to lr_at).
+  virtual void apply(int64_t epoch);
+  virtual double lr_at(size_t group, int64_t epoch) const = 0;
+
+  Optimizer& optimizer_;
+  std::vector<double> base_lrs_;
+
+ private:
+  int64_t last_epoch_ = -1;
+  std::vector<double> last_lrs_;
+};
+
+// Decays the lr by gamma every step_size epochs.
+class StepLR : public LRScheduler {
+ public:
+  StepLR(Optimizer& optimizer, int64_t step_size, double gamma = 0.1);
+
+ protected:
+  double lr_at(size_t group, int64_t epoch) const override;
+
+ private:
+  int64_t step_size_;
+  double gamma_;
+};
+
+// Cosine from base_lr down to eta_min over T_max epochs (and on, periodic).
+class CosineAnnealingLR : public LRScheduler {
+ public:
+  CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double eta_min = 0);
+
+ protected:
+  double lr_at(size_t group, int64_t epoch) const override;
+
+ private:
+  int64_t t_max_;
+  double eta_min_;
+};
+
+// Linear change of a multiplicative factor from start_factor to end_factor
+// over total_iters epochs (warmup with the defaults).
+class LinearLR : public LRScheduler {
+ public:
+  LinearLR(Optimizer& optimizer, double start_factor = 1.0 / 3.0, double end_factor = 1.0, int64_t total_iters = 5);
+
+ protected:
+  double lr_at(size_t group, int64_t epoch) const override;
+
+ private:
+  double start_factor_, end_factor_;
+  int64_t total_iters_;
+};
+
+// torch.optim.lr_scheduler.OneCycleLR: the lr rises from max_lr / div_factor
+// to max_lr over the first pct_start of total_steps, then anneals to
+// initial_lr / final_div_factor (with three_phase: back to initial_lr first,
+// then to the minimum); momentum ("momentum" for SGD, "beta1" for Adam)
+// cycles inversely between max_momentum and base_momentum when
+// cycle_momentum is set. Stepping beyond total_steps is an ember::Error.
+struct OneCycleOptions {
+  enum class Anneal { Cos, Linear };
+  double pct_start = 0.3;
+  Anneal anneal_strategy = Anneal::Cos;
+  bool cycle_momentum = true;
+  double base_momentum = 0.85;
+  double max_momentum = 0.95;
+  double div_factor = 25.0;
+  double final_div_factor = 1e4;
+  bool three_phase = false;
+};
+
+class OneCycleLR : public LRScheduler {
+ public:
+  OneCycleLR(Optimizer& optimizer, double max_lr, int64_t total_steps, OneCycleOptions options = {});
+  // One max_lr per parameter group.
+  OneCycleLR(Optimizer& optimizer, std::vector<double> max_lrs, int64_t total_steps, OneCycleOptions options = {});
+
+ protected:
+  void apply(int64_t epoch) override;
+  double lr_at(size_t group, int64_t epoch) const override;
+
+ private:
+  struct Phase {
+    double end_step;
+    int start_lr, end_lr;  // 0: initial lr, 1: max lr, 2: min lr
+    int start_momentum, end_momentum;  // 0: base, 1: max momentum
+  };
+  // The phase of `epoch` and the fraction of it done.
+  std::pair<const Phase*, double> locate(int64_t epoch) const;
+  double anneal(double start, double end, double pct) const;
+
+  int64_t total_steps_;
+  OneCycleOptions options_;
+  std::vector<double> max_lrs_, initial_lrs_, min_lrs_;
+  std::vector<Phase> phases_;
+  const char* momentum_key_ = nullptr;  // "momentum" or "beta1" when cycling
+};
+
+}  // namespace ember::optim

@@ -1,0 +1,95 @@
+// CUDA batch norm against the CPU kernels: training and eval, 2-D to 5-D
+// inputs (channels with more values than a block has threads), with and
+// without weight, bias and running statistics, the running statistics after
+// several steps, every float dtype, a non-contiguous input, and gradients.
+#include <gtest/gtest.h>
+
+#include "support/cuda_compare.h"
+
+namespace ember {
+namespace {
+
+testing::Tolerance bn_tolerance(DType dt) {
+  switch (dt) {
+    case DType::Float64: return {1e-10, 1e-10};
+    case DType::Float32: return {1e-4, 1e-4};  // per-channel sums in another order
+    case DType::Float16: return {1e-2, 1e-2};
+    default: return {4e-2, 4e-2};              // bfloat16
+  }
+}
+
+const std::vector<Shape>& shapes() {
+  static const std::vector<Shape> all = {{7, 5}, {3, 4, 33, 35}, {2, 3, 1025}, {2, 3, 4, 5, 6}, {1, 2, 1, 2}};
+  return all;
+}
+
+TEST(CudaBatchNorm, TrainingMatchesCpuOverSteps) {
+  EMBER_REQUIRE_CUDA();
+  for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16}) {
+    for (const Shape& shape : shapes()) {
+      int64_t c = shape[1];
+      Generator g{uint64_t(shape.size())};
+      Tensor x = (randn(shape, DType::Float32, kCPU, &g) * 2.0 + 0.5).to(dt).set_requires_grad();
+      Tensor w = randn({c}, DType::Float32, kCPU, &g).to(dt).set_requires_grad();
+      Tensor b = randn({c}, DType::Float32, kCPU, &g).to(dt).set_requires_grad();
+      Tensor rm = zeros({c}, dt), rv = ones({c}, dt);
+      EXPECT_TRUE(testing::cuda_matches_cpu(
+          [](const TensorList& in) {
+            // Three steps update the running statistics on the device; the
+            // last step's output and the statistics are compared.
+            Tensor y;
+            for (int step = 0; step < 3; ++step) {
+              y = batch_norm(in[0] * double(step + 1), in[3], in[4], in[1], in[2], true, 0.2, 1e-4);
+            }
+            return TensorList{y, in[3], in[4]};
+          },
+          {x, w, b, rm, rv}, /*grads=*/true, bn_tolerance(dt)))
+          << dtype_name(dt) << " " << shape_str(shape);
+      EXPECT_TRUE(testing::cuda_matches_cpu(
+          [](const TensorList& in) { return TensorList{batch_norm(in[0], {}, {}, {}, {}, true)}; }, {x}, true,
+          bn_tolerance(dt)))
+          << dtype_name(dt) << " " << shape_str(shape) << " (no affine, no running stats)";
+    }
+  }
+}
+
+TEST(CudaBatchNorm, EvalMatchesCpu) {
+  EMBER_REQUIRE_CUDA();
+  for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16}) {
+    for (const Shape& shape : shapes()) {
+      int64_t c = shape[1];
+      Generator g(7);
+      Tensor x = randn(shape, DType::Float32, kCPU, &g).to(dt).set_requires_grad();
+      Tensor w = randn({c}, DType::Float32, kCPU, &g).to(dt).set_requires_grad();
+      Tensor rm = randn({c}, DType::Float32, kCPU, &g).to(dt);
+      Tensor rv = (rand({c}, DType::Float32, kCPU, &g) + 0.5).to(dt);
+      EXPECT_TRUE(testing::cuda_matches_cpu(
+          [](const TensorList& in) {
+            return TensorList{batch_norm(in[0], in[2], in[3], in[1], {}, false), in[2], in[3]};
+          },
+          {x, w, rm, rv}, true, bn_tolerance(dt)))
+          << dtype_name(dt) << " " << shape_str(shape);
+    }
+  }
+}
+
+TEST(CudaBatchNorm, NonContiguousInputAndPartialGrads) {
+  EMBER_REQUIRE_CUDA();
+  Generator g(8);
+  Tensor x = randn({9, 6, 4, 5}, DType::Float32, kCPU, &g).set_requires_grad();
+  Tensor b = randn({6}, DType::Float32, kCPU, &g).set_requires_grad();
+  EXPECT_TRUE(testing::cuda_matches_cpu(
+      [](const TensorList& in) {
+        // (4, 6, 9, 5) with C in the middle, strided; only bias (and the input) need grads.
+        return TensorList{batch_norm(in[0].permute({2, 1, 0, 3}), {}, {}, {}, in[1], true)};
+      },
+      {x, b}, true, bn_tolerance(DType::Float32)));
+  Tensor w = randn({6}, DType::Float32, kCPU, &g).set_requires_grad();
+  Tensor xc = randn({9, 6, 4, 5}, DType::Float32, kCPU, &g);  // no grad: weight only
+  EXPECT_TRUE(testing::cuda_matches_cpu(
+      [](const TensorList& in) { return TensorList{batch_norm(in[0], {}, {}, in[1], {}, true)}; }, {xc, w}, true,
+      bn_tolerance(DType::Float32)));
+}
+
+}  // namespace
+}  // namespace ember

@@ -1,0 +1,109 @@
+// conv2d through cuDNN against the CPU im2col kernels: strides, padding,
+// dilation, groups (depthwise too), 1x1, odd sizes, non-contiguous inputs,
+// every float dtype, gradients of input, weight and bias, second-order
+// gradients, and the TF32 switch.
+#include <gtest/gtest.h>
+
+#include "support/cuda_compare.h"
+
+namespace ember {
+namespace {
+
+struct Case {
+  Shape x, w;
+  Int2 stride, padding, dilation;
+  int64_t groups;
+};
+
+const std::vector<Case>& cases() {
+  static const std::vector<Case> all = {
+      {{2, 3, 17, 13}, {8, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},
+      {{3, 4, 15, 16}, {6, 4, 5, 3}, {2, 3}, {2, 0}, {1, 1}, 1},
+      {{2, 6, 11, 12}, {6, 3, 3, 3}, {1, 2}, {1, 1}, {2, 3}, 2},
+      {{2, 8, 9, 9}, {8, 1, 3, 3}, {2, 2}, {1, 1}, {1, 1}, 8},     // depthwise
+      {{1, 4, 7, 5}, {12, 1, 3, 2}, {1, 1}, {1, 0}, {1, 1}, 4},    // depthwise, multiplier 3
+      {{4, 16, 8, 8}, {32, 16, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 1},  // 1x1
+      {{1, 1, 1, 1}, {3, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},     // one pixel, all padding around
+  };
+  return all;
+}
+
+testing::Tolerance conv_tolerance(DType dt) {
+  switch (dt) {
+    case DType::Float64: return {1e-10, 1e-10};
+    case DType::Float32: return {1e-4, 1e-4};  // FMA math, sums in another order
+    case DType::Float16: return {1e-2, 1e-2};
+    default: return {4e-2, 4e-2};              // bfloat16
+  }
+}
+
+TEST(CudaConv2d, ForwardAndBackwardMatchCpu) {
+  EMBER_REQUIRE_CUDA();
+  for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16}) {
+    for (size_t k = 0; k < cases().size(); ++k) {
+      const Case& c = cases()[k];
+      Generator g(k + 1);
+      Tensor x = randn(c.x, DType::Float32, kCPU, &g).to(dt).set_requires_grad();
+      Tensor w = (randn(c.w, DType::Float32, kCPU, &g) * 0.5).to(dt).set_requires_grad();
+      Tensor b = randn({c.w[0]}, DType::Float32, kCPU, &g).to(dt).set_requires_grad();
+      EXPECT_TRUE(testing::cuda_matches_cpu(
+          [&](const TensorList& in) {
+            return TensorList{conv2d(in[0], in[1], in[2], c.stride, c.padding, c.dilation, c.groups)};
+          },
+          {x, w, b}, /*grads=*/true, conv_tolerance(dt)))
+          << dtype_name(dt) << " case " << k;
+    }
+  }
+}
+
+TEST(CudaConv2d, NonContiguousInputsWithoutBias) {
+  EMBER_REQUIRE_CUDA();
+  Generator g(11);
+  Tensor x = randn({2, 9, 10, 5}, DType::Float32, kCPU, &g).set_requires_grad();
+  Tensor w = randn({3, 4, 2, 6}, DType::Float32, kCPU, &g).set_requires_grad();
+  EXPECT_TRUE(testing::cuda_matches_cpu(
+      [](const TensorList& in) {
+        Tensor xv = in[0].permute({0, 3, 2, 1}).narrow(1, 1, 3);  // (2, 3, 10, 9), strided, offset
+        Tensor wv = in[1].permute({3, 1, 0, 2}).narrow(1, 0, 3);  // (6, 3, 3, 2), strided
+        return TensorList{conv2d(xv, wv, {}, {2, 1}, {1, 0})};
+      },
+      {x, w}, true, conv_tolerance(DType::Float32)));
+}
+
+TEST(CudaConv2d, SecondOrderGradientsMatchCpu) {
+  EMBER_REQUIRE_CUDA();
+  Generator g(12);
+  Tensor x = randn({2, 4, 7, 6}, DType::Float64, kCPU, &g).set_requires_grad();
+  Tensor w = randn({6, 2, 3, 3}, DType::Float64, kCPU, &g).set_requires_grad();
+  Tensor b = randn({6}, DType::Float64, kCPU, &g).set_requires_grad();
+  Tensor v = randn({2, 6, 4, 6}, DType::Float64, kCPU, &g);
+  EXPECT_TRUE(testing::cuda_matches_cpu(
+      [](const TensorList& in) {
+        Tensor y = conv2d(in[0], in[1], in[2], {2, 1}, {1, 1}, {1, 1}, 2);
+        // The first gradients with a graph; cuda_matches_cpu then runs
+        // backward through them (the backward ops' own backward).
+        TensorList d = autograd::grad({y}, {in[0], in[1], in[2]}, {in[3] * y}, true, true);
+        return d;
+      },
+      {x, w, b, v}, true, conv_tolerance(DType::Float64)));
+}
+
+TEST(CudaConv2d, Tf32OnlyWhenAllowed) {
+  EMBER_REQUIRE_CUDA();
+  // 1 + 2^-12 is a float32 but rounds to 1 in TF32 (10-bit mantissa). With
+  // ones as weights every partial sum is exact in float32, so FMA math gives
+  // k * (1 + 2^-12) (up to the transforms of Winograd/FFT algorithms, ~1e-6),
+  // while TF32 would give k, 2.4e-4 less.
+  Tensor x = full({2, 64, 12, 12}, 1.0 + 1.0 / 4096, DType::Float32);
+  Tensor w = ones({32, 64, 3, 3}, DType::Float32);
+  auto fn = [](const TensorList& in) { return TensorList{conv2d(in[0], in[1], {}, {1, 1}, {1, 1})}; };
+  ASSERT_FALSE(allow_tf32());
+  EXPECT_TRUE(testing::cuda_matches_cpu(fn, {x, w}, false, testing::Tolerance{2e-5, 0}));
+  // Allowed, cuDNN may pick tensor cores: within TF32's rounding.
+  set_allow_tf32(true);
+  EXPECT_TRUE(testing::cuda_matches_cpu(fn, {x, w}, false, testing::Tolerance{1e-3, 1e-3}));
+  set_allow_tf32(false);
+}
+
+}  // namespace
+}  // namespace ember

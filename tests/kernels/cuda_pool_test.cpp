@@ -1,0 +1,123 @@
+// CUDA pooling against the CPU kernels: max (padding, dilation, ceil_mode,
+// ties, NaN), average (count_include_pad, ceil_mode), adaptive average
+// (non-divisible and upsampling bins), every float dtype, non-contiguous
+// inputs, gradients, and second-order gradients of the average pools.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "support/cuda_compare.h"
+
+namespace ember {
+namespace {
+
+struct Window {
+  Int2 kernel, stride, padding, dilation;
+  bool ceil_mode;
+};
+
+const std::vector<Window>& windows() {
+  static const std::vector<Window> all = {
+      {{2, 2}, {2, 2}, {0, 0}, {1, 1}, false}, {{3, 3}, {2, 2}, {1, 1}, {1, 1}, true},
+      {{3, 2}, {1, 2}, {1, 0}, {2, 1}, true},  {{5, 3}, {3, 2}, {2, 1}, {1, 3}, false},
+      {{4, 4}, {3, 3}, {2, 2}, {1, 1}, true},
+  };
+  return all;
+}
+
+const std::vector<Shape>& shapes() {
+  static const std::vector<Shape> all = {{2, 3, 17, 13}, {1, 1, 7, 7}, {3, 5, 32, 33}};
+  return all;
+}
+
+TEST(CudaPool2d, MaxMatchesCpu) {
+  EMBER_REQUIRE_CUDA();
+  for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16}) {
+    for (const Shape& shape : shapes()) {
+      for (size_t k = 0; k < windows().size(); ++k) {
+        const Window& w = windows()[k];
+        Generator g(k);
+        Tensor x = randn(shape, DType::Float32, kCPU, &g).to(dt).set_requires_grad();
+        EXPECT_TRUE(testing::cuda_matches_cpu(
+            [&](const TensorList& in) {
+              return TensorList{max_pool2d(in[0], w.kernel, w.stride, w.padding, w.dilation, w.ceil_mode)};
+            },
+            {x}, true))
+            << dtype_name(dt) << " " << shape_str(shape) << " window " << k;
+      }
+    }
+  }
+}
+
+TEST(CudaPool2d, MaxTiesNaNAndTransposedInput) {
+  EMBER_REQUIRE_CUDA();
+  Generator g(5);
+  // Small integers: many ties, each must route to the first maximum as on the CPU.
+  Tensor ties = (randn({2, 3, 12, 11}, DType::Float32, kCPU, &g) * 1.5).to(DType::Int32).to(DType::Float32);
+  std::vector<float> v = to_vector<float>(ties);
+  v[5] = NAN;
+  v[40] = NAN;
+  v[41] = NAN;
+  Tensor x = from_vector<float>(v, ties.shape()).set_requires_grad();
+  for (const Window& w : windows()) {
+    EXPECT_TRUE(testing::cuda_matches_cpu(
+        [&](const TensorList& in) {
+          return TensorList{max_pool2d(in[0].transpose(2, 3), w.kernel, w.stride, w.padding, w.dilation, w.ceil_mode)};
+        },
+        {x}, true));
+  }
+}
+
+TEST(CudaPool2d, AvgMatchesCpu) {
+  EMBER_REQUIRE_CUDA();
+  for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16}) {
+    for (const Shape& shape : shapes()) {
+      for (size_t k = 0; k < windows().size(); ++k) {
+        const Window& w = windows()[k];
+        for (bool include_pad : {true, false}) {
+          Generator g(k);
+          Tensor x = randn(shape, DType::Float32, kCPU, &g).to(dt).set_requires_grad();
+          EXPECT_TRUE(testing::cuda_matches_cpu(
+              [&](const TensorList& in) {
+                return TensorList{avg_pool2d(in[0], w.kernel, w.stride, w.padding, w.ceil_mode, include_pad)};
+              },
+              {x}, true))
+              << dtype_name(dt) << " " << shape_str(shape) << " window " << k << " include_pad " << include_pad;
+        }
+      }
+    }
+  }
+}
+
+TEST(CudaPool2d, AdaptiveAvgMatchesCpu) {
+  EMBER_REQUIRE_CUDA();
+  for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16}) {
+    for (const Shape& shape : shapes()) {
+      for (Int2 out : {Int2{1, 1}, Int2{5, 3}, Int2{7, 7}, Int2{20, 40}}) {
+        Generator g{uint64_t(out[0])};
+        Tensor x = randn(shape, DType::Float32, kCPU, &g).to(dt).set_requires_grad();
+        EXPECT_TRUE(testing::cuda_matches_cpu(
+            [&](const TensorList& in) { return TensorList{adaptive_avg_pool2d(in[0].transpose(2, 3), out)}; }, {x},
+            true))
+            << dtype_name(dt) << " " << shape_str(shape) << " out " << out[0] << "x" << out[1];
+      }
+    }
+  }
+}
+
+TEST(CudaPool2d, AvgSecondOrderGradientsMatchCpu) {
+  EMBER_REQUIRE_CUDA();
+  Generator g(6);
+  Tensor x = randn({2, 3, 9, 8}, DType::Float64, kCPU, &g).set_requires_grad();
+  EXPECT_TRUE(testing::cuda_matches_cpu(
+      [](const TensorList& in) {
+        Tensor y = avg_pool2d(in[0], {3, 3}, {2, 2}, {1, 1}, true, false);
+        Tensor z = adaptive_avg_pool2d(in[0], {4, 3});
+        // First gradients with a graph (grad_output depends on x); backward then runs through them.
+        return autograd::grad({y, z}, {in[0]}, {y * y, z}, true, true);
+      },
+      {x}, true));
+}
+
+}  // namespace
+}  // namespace ember

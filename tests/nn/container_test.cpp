@@ -1,0 +1,92 @@
+// Sequential and ModuleList: chaining, indexing, typed access, errors,
+// nesting and clone.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "ember.h"
+#include "support/gradcheck.h"
+
+namespace ember {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(NnSequential, ChainsItsMembersInOrder) {
+  auto seq = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(4, 3), std::make_shared<nn::Tanh>(),
+                                              std::make_shared<nn::Linear>(3, 2));
+  seq->to(DType::Float64);
+  Tensor x = testing::random_leaf({5, 4}, 1);
+  auto l0 = seq->at<nn::Linear>(0), l2 = seq->at<nn::Linear>(-1);
+  Tensor expect = matmul(tanh(matmul(x, l0->weight.t()) + l0->bias), l2->weight.t()) + l2->bias;
+  EXPECT_TRUE(allclose((*seq)(x), expect, 1e-12, 1e-12));
+  TensorList inputs{x};
+  for (const Tensor& p : seq->parameters()) inputs.push_back(p);
+  EXPECT_TRUE(testing::gradcheck([&](const TensorList& in) { return (*seq)(in[0]); }, inputs));
+
+  EXPECT_EQ(seq->size(), 3u);
+  EXPECT_EQ((*seq)[1]->name(), "Tanh");
+  EXPECT_EQ((*seq)[-1].get(), l2.get());
+  int count = 0;
+  for (const auto& m : *seq) count += m != nullptr;
+  EXPECT_EQ(count, 3);
+
+  auto empty_seq = std::make_shared<nn::Sequential>();
+  EXPECT_TRUE(empty_seq->empty());
+  EXPECT_TRUE((*empty_seq)(x).is_same(x));
+}
+
+TEST(NnSequential, IndexAndTypeErrors) {
+  auto seq = std::make_shared<nn::Sequential>(std::make_shared<nn::ReLU>());
+  try {
+    (*seq)[3];
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("index 3 is out of range for a Sequential of size 1"));
+  }
+  try {
+    seq->at<nn::Linear>(0);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("the member at 0 is a ReLU"));
+  }
+}
+
+TEST(NnSequential, NamedMembersNestingAndClone) {
+  auto inner = std::make_shared<nn::Sequential>();
+  inner->push_back("fc", std::make_shared<nn::Linear>(2, 2));
+  inner->push_back("act", std::make_shared<nn::GELU>());
+  auto outer = std::make_shared<nn::Sequential>(inner, std::make_shared<nn::Linear>(2, 1));
+  EXPECT_EQ(outer->named_parameters().keys(),
+            (std::vector<std::string>{"0.fc.weight", "0.fc.bias", "1.weight", "1.bias"}));
+  auto copy = nn::clone(outer);
+  EXPECT_EQ(copy->named_parameters().keys(), outer->named_parameters().keys());
+  EXPECT_EQ(copy->str(), outer->str());
+  Tensor x = randn({3, 2});
+  EXPECT_TRUE(equal((*copy)(x), (*outer)(x)));
+  EXPECT_NE(copy->at<nn::Sequential>(0)->at<nn::Linear>(0)->weight.data_ptr(),
+            inner->at<nn::Linear>(0)->weight.data_ptr());
+}
+
+TEST(NnModuleList, HoldsAnyModulesByPosition) {
+  auto list = std::make_shared<nn::ModuleList>();
+  list->push_back(std::make_shared<nn::MultiheadAttention>(4, 2));
+  list->push_back(std::make_shared<nn::LayerNorm>(Shape{4}));
+  EXPECT_EQ(list->size(), 2u);
+  EXPECT_EQ(list->named_parameters().keys(),
+            (std::vector<std::string>{"0.in_proj_weight", "0.in_proj_bias", "0.out_proj.weight", "0.out_proj.bias",
+                                      "1.weight", "1.bias"}));
+  auto attn = list->at<nn::MultiheadAttention>(0);
+  EXPECT_EQ(attn->embed_dim, 4);
+  auto copy = nn::clone(list);
+  auto a = list->state_dict(), b = copy->state_dict();
+  for (const auto& item : a) EXPECT_TRUE(equal(item.value, b.at(item.key))) << item.key;
+  try {
+    (*list)[-3];
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("index -3 is out of range for a ModuleList of size 2"));
+  }
+}
+
+}  // namespace
+}  // namespace ember

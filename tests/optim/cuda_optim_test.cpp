@@ -1,0 +1,158 @@
+// The fused CUDA optimizer steps and clip_grad_norm_ against the CPU
+// kernels, over hundreds of small tensors of odd sizes (several ChunkLists
+// per step) plus tensors that span several 64K-element chunks.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <memory>
+
+#include "core/allocator.h"
+#include "optim/adam.h"
+#include "optim/clip_grad.h"
+#include "optim/sgd.h"
+#include "support/cuda_compare.h"
+
+namespace ember {
+namespace {
+
+using optim::Optimizer;
+
+// 300 tensors: odd small sizes, an empty one, and two multi-chunk ones.
+std::vector<Shape> shapes() {
+  const int64_t sizes[] = {1, 7, 33, 3, 1023, 5, 1025, 2, 129, 11};
+  std::vector<Shape> out;
+  for (int i = 0; i < 298; ++i) out.push_back(i % 3 == 0 ? Shape{sizes[i % 10]} : Shape{sizes[i % 10], 3});
+  out[17] = {0};
+  out.push_back({65537});
+  out.push_back({3, 70001});
+  return out;
+}
+
+TensorList make_params(DType dtype, Device device) {
+  NoGradGuard no_grad;
+  TensorList ps;
+  int k = 0;
+  for (const Shape& s : shapes()) {
+    Generator g(uint64_t(100 + k++));
+    ps.push_back(randn(s, DType::Float32, kCPU, &g).to(dtype).to(device).set_requires_grad());
+  }
+  return ps;
+}
+
+// The same gradients on both devices: made on the CPU, then copied.
+void set_grads(TensorList& cpu, TensorList& cuda, int step) {
+  for (size_t k = 0; k < cpu.size(); ++k) {
+    Generator g(uint64_t(7919 * step + k));
+    Tensor grad = randn(cpu[k].shape(), DType::Float32, kCPU, &g).to(cpu[k].dtype());
+    cpu[k].set_grad(grad);
+    cuda[k].set_grad(grad.to(cuda[k].device()));
+  }
+}
+
+using Make = std::function<std::unique_ptr<Optimizer>(const TensorList&)>;
+
+struct Case {
+  const char* name;
+  Make make;
+};
+
+std::vector<Case> cases() {
+  return {
+      {"SGD nesterov+wd",
+       [](const TensorList& ps) {
+         return std::make_unique<optim::SGD>(ps, optim::SGDOptions{.lr = 0.05, .momentum = 0.9, .weight_decay = 0.01,
+                                                                   .nesterov = true});
+       }},
+      {"SGD dampening",
+       [](const TensorList& ps) {
+         return std::make_unique<optim::SGD>(ps, optim::SGDOptions{.lr = 0.05, .momentum = 0.5, .dampening = 0.3});
+       }},
+      {"SGD plain", [](const TensorList& ps) { return std::make_unique<optim::SGD>(ps, optim::SGDOptions{.lr = 0.1}); }},
+      {"Adam amsgrad+L2",
+       [](const TensorList& ps) {
+         return std::make_unique<optim::Adam>(ps, optim::AdamOptions{.lr = 0.01, .weight_decay = 0.1, .amsgrad = true});
+       }},
+      {"AdamW", [](const TensorList& ps) { return std::make_unique<optim::AdamW>(ps, optim::AdamWOptions{.lr = 0.01}); }},
+  };
+}
+
+TEST(CudaOptim, FusedStepsMatchCpuOverManyTensors) {
+  EMBER_REQUIRE_CUDA();
+  for (const Case& c : cases()) {
+    for (DType dtype : {DType::Float32, DType::Float16, DType::BFloat16, DType::Float64}) {
+      SCOPED_TRACE(std::string(c.name) + " " + dtype_name(dtype));
+      TensorList cpu = make_params(dtype, kCPU), cuda = make_params(dtype, cuda_device(0));
+      auto opt_cpu = c.make(cpu), opt_cuda = c.make(cuda);
+      for (int s = 0; s < 4; ++s) {
+        set_grads(cpu, cuda, s);
+        opt_cpu->step();
+        set_allocation_poisoning(true);
+        opt_cuda->step();
+        set_allocation_poisoning(false);
+      }
+      for (size_t k = 0; k < cpu.size(); ++k) {
+        ASSERT_TRUE(testing::tensors_close(cuda[k], cpu[k])) << "parameter " << k;
+        for (const auto& [name, t] : opt_cpu->state(cpu[k])) {
+          const Tensor& u = opt_cuda->state(cuda[k]).at(name);
+          ASSERT_TRUE(u.is_cuda()) << name;
+          ASSERT_TRUE(testing::tensors_close(u, t, testing::tolerance_for(dtype))) << "parameter " << k << " " << name;
+        }
+      }
+    }
+  }
+}
+
+TEST(CudaOptim, FoundInfAndInvScaleOnTheDevice) {
+  EMBER_REQUIRE_CUDA();
+  const Device dev = cuda_device(0);
+  for (DType dtype : {DType::Float32, DType::BFloat16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    TensorList cpu = make_params(dtype, kCPU), cuda = make_params(dtype, dev);
+    optim::Adam opt_cpu(cpu, optim::AdamOptions{.lr = 0.01}), opt_cuda(cuda, optim::AdamOptions{.lr = 0.01});
+    set_grads(cpu, cuda, 0);
+    opt_cpu.step();
+    opt_cuda.step();
+    // A skipped step on the device: nothing moves, no counter advances.
+    TensorList before;
+    for (const Tensor& p : cuda) before.push_back(p.clone());
+    Tensor found_inf = ones({1}, DType::Float32, dev), inv_scale = full({1}, 0.5, DType::Float32, dev);
+    set_grads(cpu, cuda, 1);
+    opt_cuda.step({found_inf, inv_scale});
+    for (size_t k = 0; k < cuda.size(); ++k) {
+      ASSERT_TRUE(equal(cuda[k].cpu(), before[k].cpu())) << k;
+      ASSERT_EQ(opt_cuda.state(cuda[k]).at("step").item<int64_t>(), 1);
+    }
+    // Cleared: doubled grads with inv_scale 0.5 equal the CPU's plain step.
+    found_inf.zero_();
+    for (size_t k = 0; k < cuda.size(); ++k) cuda[k].set_grad(cpu[k].grad().to(dev) * 2.0);
+    opt_cuda.step({found_inf, inv_scale});
+    opt_cpu.step();
+    for (size_t k = 0; k < cuda.size(); ++k) {
+      ASSERT_TRUE(testing::tensors_close(cuda[k], cpu[k])) << k;
+      ASSERT_EQ(opt_cuda.state(cuda[k]).at("step").item<int64_t>(), 2);
+    }
+  }
+}
+
+TEST(CudaOptim, ClipGradNormMatchesCpu) {
+  EMBER_REQUIRE_CUDA();
+  const double inf = std::numeric_limits<double>::infinity();
+  for (DType dtype : {DType::Float32, DType::Float16, DType::BFloat16, DType::Float64}) {
+    for (double p : {2.0, 1.0, inf}) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " p=" + std::to_string(p));
+      TensorList cpu = make_params(dtype, kCPU), cuda = make_params(dtype, cuda_device(0));
+      set_grads(cpu, cuda, 3);
+      Tensor n_cpu = optim::clip_grad_norm_(cpu, 1.0, p);
+      Tensor n_cuda = optim::clip_grad_norm_(cuda, 1.0, p);
+      ASSERT_TRUE(n_cuda.is_cuda());
+      const testing::Tolerance tol = dtype == DType::Float64 ? testing::Tolerance{1e-10, 1e-10}
+                                                             : testing::Tolerance{1e-5, 1e-5};
+      ASSERT_TRUE(testing::tensors_close(n_cuda, n_cpu, tol));
+      for (size_t k = 0; k < cpu.size(); ++k) ASSERT_TRUE(testing::tensors_close(cuda[k].grad(), cpu[k].grad())) << k;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ember
