@@ -129,7 +129,12 @@ Tensor slice_backward(const Tensor& g, const Shape& in_shape, int64_t d, int64_t
 }  // namespace
 
 Tensor empty(const Shape& shape, DType dtype, Device device) {
-  for (int64_t s : shape) EMBER_CHECK(s >= 0, "empty: negative size in shape " << shape_str(shape));
+  int64_t extent = 1;  // the product of the sizes, which the strides reach
+  for (int64_t s : shape) {
+    EMBER_CHECK(s >= 0, "empty: negative size in shape " << shape_str(shape));
+    EMBER_CHECK(!__builtin_mul_overflow(extent, std::max<int64_t>(s, 1), &extent),
+                "empty: shape " << shape_str(shape) << " has more elements than int64 can index");
+  }
   int64_t n = shape_numel(shape);
   auto storage = std::make_shared<Storage>(size_t(n) * dtype_size(dtype), device);
   return Tensor(std::make_shared<TensorImpl>(std::move(storage), shape, contiguous_strides(shape), 0, dtype));

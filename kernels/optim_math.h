@@ -1,6 +1,6 @@
 // The per-element formulas of the fused optimizer steps, shared by the CPU
 // and CUDA kernels so that both compute the same thing (contract in
-// optim/fused_kernels.h).
+// core/ops/optimizer_kernels.h).
 //
 // A is the state/compute type (float for float32 and the 16-bit types,
 // double for float64). The scalars are prepared once per tensor, in double
@@ -18,7 +18,7 @@
 #include <cstdint>
 
 #include "core/half.h"
-#include "optim/fused_kernels.h"
+#include "core/ops/optimizer_kernels.h"
 
 namespace ember::optim_math {
 

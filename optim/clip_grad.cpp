@@ -7,7 +7,7 @@
 
 #include "core/grad_mode.h"
 #include "core/ops.h"
-#include "optim/fused_kernels.h"
+#include "core/ops/optimizer_kernels.h"
 
 namespace ember::optim {
 

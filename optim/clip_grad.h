@@ -5,7 +5,7 @@
 // number or infinity (max |g|). Every gradient is then multiplied by
 // min(1, max_norm / (total_norm + 1e-6)). Gradients of one dtype are read by
 // one fused multi-tensor reduction and scaled by one fused multi-tensor
-// kernel (optim/fused_kernels.h); the factor stays on the device, so
+// kernel (core/ops/optimizer_kernels.h); the factor stays on the device, so
 // nothing waits for the GPU unless error_if_nonfinite asks for the norm on
 // the host. All gradients must be on one device.
 //

@@ -14,7 +14,7 @@
 //   grad() is defined; the others (and their state) are untouched. State is
 //   created at a parameter's first update. Per group, the parameters of one
 //   device and dtype are updated by one fused multi-tensor kernel call
-//   (optim/fused_kernels.h): a few CUDA launches for any number of tensors.
+//   (core/ops/optimizer_kernels.h): a few CUDA launches for any number of tensors.
 //   Parameters must be contiguous.
 // - State per parameter: named tensors on the parameter's device ("step",
 //   "exp_avg", "momentum_buffer", ...). Buffers have the parameter's shape
@@ -41,7 +41,7 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "optim/fused_kernels.h"
+#include "core/ops/optimizer_kernels.h"
 
 namespace ember::optim {
 

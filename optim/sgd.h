@@ -2,7 +2,7 @@
 // momentum and L2 weight decay, as torch.optim.SGD.
 //
 // Update of each parameter p with gradient g (all of it in one fused kernel
-// per device and dtype, see optim/fused_kernels.h):
+// per device and dtype, see core/ops/optimizer_kernels.h):
 //   g = g + weight_decay * p                                (weight_decay != 0)
 //   buf = g at the first update, else momentum * buf + (1 - dampening) * g
 //   g = nesterov ? g + momentum * buf : buf                 (momentum != 0)

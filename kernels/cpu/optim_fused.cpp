@@ -1,5 +1,5 @@
 // CPU kernels of the fused optimizer steps, multi-tensor norm and scale
-// (contract in optim/fused_kernels.h): plain loops over each tensor, with
+// (contract in core/ops/optimizer_kernels.h): plain loops over each tensor, with
 // the formulas of kernels/optim_math.h.
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 
 #include "kernels/acc_type.h"
 #include "kernels/optim_math.h"
-#include "optim/fused_kernels.h"
+#include "core/ops/optimizer_kernels.h"
 
 namespace ember::cpu {
 namespace {

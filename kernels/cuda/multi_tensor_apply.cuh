@@ -21,7 +21,7 @@
 
 #include <cstdint>
 
-#include "optim/fused_kernels.h"
+#include "core/ops/optimizer_kernels.h"
 
 namespace ember::cuda {
 

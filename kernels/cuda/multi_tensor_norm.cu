@@ -1,5 +1,5 @@
 // CUDA kernels of the multi-tensor norm partials and scale used by
-// clip_grad_norm_ (contract in optim/fused_kernels.h).
+// clip_grad_norm_ (contract in core/ops/optimizer_kernels.h).
 //
 // Norm: a block reduces one chunk (sum of |x|^p, or max |x|) with the block
 // reductions of block_reduce.cuh and writes it to its own slot of
@@ -13,7 +13,7 @@
 #include "kernels/cuda/elementwise_launch.cuh"
 #include "kernels/cuda/multi_tensor_apply.cuh"
 #include "kernels/optim_math.h"
-#include "optim/fused_kernels.h"
+#include "core/ops/optimizer_kernels.h"
 
 namespace ember::cuda {
 namespace {

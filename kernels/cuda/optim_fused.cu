@@ -1,5 +1,5 @@
 // CUDA kernels of the fused optimizer steps (contract in
-// optim/fused_kernels.h; formulas in kernels/optim_math.h).
+// core/ops/optimizer_kernels.h; formulas in kernels/optim_math.h).
 //
 // A step is one multi-tensor launch per ChunkList (kernels/cuda/
 // multi_tensor_apply.cuh: 32-40 tensors and 256 chunks of 64K elements each)
@@ -11,7 +11,7 @@
 #include "kernels/cuda/elementwise_launch.cuh"
 #include "kernels/cuda/multi_tensor_apply.cuh"
 #include "kernels/optim_math.h"
-#include "optim/fused_kernels.h"
+#include "core/ops/optimizer_kernels.h"
 
 namespace ember::cuda {
 namespace {

@@ -1,5 +1,5 @@
 // The stub objects of the fused optimizer kernels (filled by kernels/).
-#include "optim/fused_kernels.h"
+#include "core/ops/optimizer_kernels.h"
 
 namespace ember::optim {
 
