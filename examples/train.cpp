@@ -25,6 +25,7 @@
 #include "data/data_loader.h"
 #include "data/mnist.h"
 #include "data/subset.h"
+#include "examples/train/augment.h"
 #include "examples/train/epoch_log.h"
 #include "examples/train/loop.h"
 #include "examples/train/models.h"
@@ -113,7 +114,9 @@ int run(const Options& o) {
   const RunFlags flags = {{"model", model_name(o.model)},
                           {"optimizer", optimizer_name(o.optimizer)},
                           {"schedule", schedule_name(o.schedule)},
-                          {"dropout", format_number(o.dropout)}};
+                          {"dropout", format_number(o.dropout)},
+                          {"augment", augment_name(o.augment)}};
+  const Augmentation augment = o.augment == Augment::Flip ? Augmentation(random_hflip) : Augmentation();
   RunPosition position;
   if (!o.resume.empty()) {
     position = load_run(o.resume, *model, *optimizer, scheduler.get(), generator, flags);
@@ -122,10 +125,11 @@ int run(const Options& o) {
 
   int64_t num_params = 0;
   for (const Tensor& p : model->parameters()) num_params += p.numel();
-  std::printf("ember-train: %s (%lld parameters) on %s; optimizer %s, lr %g, schedule %s; batch size %lld, "
-              "epochs %lld; %lld training and %lld test examples\n",
-              model_name(o.model), static_cast<long long>(num_params), o.device.str().c_str(),
-              optimizer_name(o.optimizer), o.lr, schedule_name(o.schedule), static_cast<long long>(o.batch_size),
+  std::printf("ember-train: %s (%lld parameters, dropout %g, augment %s) on %s; optimizer %s, lr %g, schedule %s; "
+              "batch size %lld, epochs %lld; %lld training and %lld test examples\n",
+              model_name(o.model), static_cast<long long>(num_params), o.dropout, augment_name(o.augment),
+              o.device.str().c_str(), optimizer_name(o.optimizer), o.lr, schedule_name(o.schedule),
+              static_cast<long long>(o.batch_size),
               static_cast<long long>(o.epochs), static_cast<long long>(train_set->size()),
               static_cast<long long>(test_set->size()));
   if (!o.resume.empty()) {
@@ -141,7 +145,7 @@ int run(const Options& o) {
   for (int64_t epoch = position.epoch + 1; epoch <= last_epoch; ++epoch) {
     const auto start = std::chrono::steady_clock::now();
     const std::string label = "epoch " + std::to_string(epoch) + "/" + std::to_string(o.epochs);
-    const TrainStats train = train_epoch(*model, train_loader, *optimizer, scheduler.get(), label);
+    const TrainStats train = train_epoch(*model, train_loader, *optimizer, scheduler.get(), augment, label);
     test_acc = evaluate(*model, test_loader, label + " test");
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     position.epoch = epoch;

@@ -18,7 +18,7 @@ Tensor count_correct(const Tensor& logits, const Tensor& target) { return eq(arg
 }  // namespace
 
 TrainStats train_epoch(nn::UnaryModule& model, data::DataLoader& loader, optim::Optimizer& optimizer,
-                       optim::LRScheduler* scheduler, const std::string& label) {
+                       optim::LRScheduler* scheduler, const Augmentation& augment, const std::string& label) {
   const auto start = std::chrono::steady_clock::now();
   model.train();
   Progress bar(label, loader.size(), Progress::Mode::Lines);
@@ -27,7 +27,7 @@ TrainStats train_epoch(nn::UnaryModule& model, data::DataLoader& loader, optim::
   double lr = optimizer.param_groups().front().lr();
   for (data::Batch& batch : loader) {
     const int64_t n = batch.input.size(0);
-    Tensor logits = model(batch.input);
+    Tensor logits = model(augment ? augment(batch.input) : batch.input);
     Tensor loss = nn::functional::cross_entropy(logits, batch.target);
     optimizer.zero_grad();
     loss.backward();

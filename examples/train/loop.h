@@ -2,8 +2,8 @@
 // DataLoader, with the progress display of examples/train/progress.h.
 //
 // Contract:
-// - train_epoch runs every batch of the loader's next epoch through
-//   forward, cross-entropy loss, backward and optimizer.step() (then
+// - train_epoch runs every batch of the loader's next epoch (through
+//   augment, when given) through forward, cross-entropy loss, backward and optimizer.step() (then
 //   scheduler->step() when there is one: the schedule advances per batch),
 //   with the model in training mode. It returns the mean loss and the
 //   accuracy over the epoch's examples (the predictions of the training
@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "data/data_loader.h"
@@ -36,8 +37,11 @@ struct TrainStats {
   double seconds = 0;  // wall time of the epoch's training
 };
 
+// augment (when set) maps each batch's inputs before the forward.
+using Augmentation = std::function<Tensor(const Tensor&)>;
+
 TrainStats train_epoch(nn::UnaryModule& model, data::DataLoader& loader, optim::Optimizer& optimizer,
-                       optim::LRScheduler* scheduler, const std::string& label);
+                       optim::LRScheduler* scheduler, const Augmentation& augment, const std::string& label);
 
 double evaluate(nn::UnaryModule& model, data::DataLoader& loader, const std::string& label);
 

@@ -29,6 +29,7 @@ struct Raw {
   Options options;
   std::string device = "auto";
   std::optional<double> lr, weight_decay, dropout;
+  std::optional<Augment> augment;
 };
 
 struct Flag {
@@ -125,6 +126,11 @@ const std::vector<Flag>& flags() {
        [](Raw& r, const std::string& f, const std::string& v) {
          r.options.schedule = parse_choice<Schedule>(f, v, {{"cosine", Schedule::Cosine}, {"none", Schedule::None}});
        }},
+      {"--augment", "flip|none", "training-time augmentation: random horizontal flips of half the images, or none; "
+                                 "default flip (cnn), none (mlp)",
+       [](Raw& r, const std::string& f, const std::string& v) {
+         r.augment = parse_choice<Augment>(f, v, {{"flip", Augment::Flip}, {"none", Augment::None}});
+       }},
       {"--seed", "N", "seed of the initialization, shuffling and dropout; default 0",
        [](Raw& r, const std::string& f, const std::string& v) {
          r.options.seed = parse_integer<uint64_t>(f, v, 0, UINT64_MAX);
@@ -201,6 +207,7 @@ Options finish(Raw raw) {
   o.lr = raw.lr.value_or(adam ? kAdamLr : kSgdLr);
   o.weight_decay = raw.weight_decay.value_or(o.optimizer == OptimizerKind::AdamW ? kAdamWWeightDecay : 0.0);
   o.dropout = raw.dropout.value_or(o.model == ModelKind::MLP ? kMlpDropout : kCnnDropout);
+  o.augment = raw.augment.value_or(o.model == ModelKind::MLP ? Augment::None : Augment::Flip);
   if (!o.log.empty()) check_directory_of("--log", o.log);
   if (!o.checkpoint.empty()) check_directory_of("--checkpoint", o.checkpoint);
   if (!o.resume.empty() && !std::ifstream(o.resume)) {
@@ -302,5 +309,7 @@ const char* optimizer_name(OptimizerKind kind) {
 }
 
 const char* schedule_name(Schedule schedule) { return schedule == Schedule::Cosine ? "cosine" : "none"; }
+
+const char* augment_name(Augment augment) { return augment == Augment::Flip ? "flip" : "none"; }
 
 }  // namespace ember::train

@@ -9,12 +9,13 @@
 //   text and exits with status 2.
 // - "--help" sets help; nothing else is checked then.
 // - Values that depend on others are resolved here: the learning rate and
-//   weight decay defaults depend on the optimizer, the dropout default on
-//   the model, and "auto" becomes cuda:0 when a GPU is visible, else cpu.
+//   weight decay defaults depend on the optimizer, the dropout and
+//   augmentation defaults on the model, and "auto" becomes cuda:0 when a GPU is visible, else cpu.
 //   A CUDA device that is not visible is a UsageError.
 // - Paths are checked as far as they can be before training: --data must be
 //   a directory, --resume a readable file, and the directories of --log and
-//   --checkpoint must exist.
+//   --checkpoint must exist. --stop-after needs --checkpoint (or the run
+//   could not be continued) and may not exceed --epochs.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +34,7 @@ class UsageError : public std::runtime_error {
 enum class ModelKind { MLP, CNN };
 enum class OptimizerKind { SGD, Adam, AdamW };
 enum class Schedule { Cosine, None };
+enum class Augment { Flip, None };
 
 struct Options {
   ModelKind model = ModelKind::MLP;
@@ -45,6 +47,7 @@ struct Options {
   double weight_decay = 0;
   double dropout = 0;
   Schedule schedule = Schedule::Cosine;
+  Augment augment = Augment::None;
   uint64_t seed = 0;
   std::string data;
   int64_t limit_train = 0;     // 0: the whole split
@@ -65,5 +68,6 @@ std::string usage();
 const char* model_name(ModelKind kind);
 const char* optimizer_name(OptimizerKind kind);
 const char* schedule_name(Schedule schedule);
+const char* augment_name(Augment augment);
 
 }  // namespace ember::train
