@@ -118,7 +118,7 @@ TEST_F(SafetensorsFiles, WritesTheExactFormat) {
 }
 
 TEST_F(SafetensorsFiles, ReadsAFileFromAnIndependentWriter) {
-  const std::string fixture = (fs::path(__FILE__).parent_path() / "fixtures" / "tiny.safetensors").string();
+  const std::string fixture = (fs::path(EMBER_TESTS_DIR) / "nn" / "fixtures" / "tiny.safetensors").string();
   SafetensorsContents f = load_safetensors(fixture);
   EXPECT_EQ(f.metadata, (std::map<std::string, std::string>{{"format", "pt"},
                                                              {"note", "written by make_tiny.py \xc3\xa9"}}));
