@@ -13,6 +13,7 @@
 #include "core/tensor.h"
 #include "core/cuda/device.h"
 #include "data/data_loader.h"
+#include "data/distributed_sampler.h"
 #include "data/mnist.h"
 #include "data/subset.h"
 #include "data/tensor_dataset.h"
