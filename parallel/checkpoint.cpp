@@ -88,7 +88,8 @@ class Frame : public std::enable_shared_from_this<Frame> {
                     << metas_.size() << "); the checkpointed function must compute the same thing each time it "
                                         "runs (no data-dependent control flow, no changed module state)");
     const TensorMeta m = meta_of(t);
-    EMBER_CHECK(m == metas_[index], "checkpoint: tensor " << index << " saved for backward by the recomputed forward is "
+    EMBER_CHECK(m == metas_[index], "checkpoint: tensor " << index
+                                                          << " saved for backward by the recomputed forward is "
                                                           << str(m) << ", but the original forward saved "
                                                           << str(metas_[index])
                                                           << "; the checkpointed function must compute the same "

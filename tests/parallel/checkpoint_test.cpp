@@ -33,6 +33,11 @@ std::shared_ptr<nn::Sequential> make_mlp(double dropout, uint64_t seed) {
   return seq;
 }
 
+// The model's forward as a function for checkpoint (holding the model).
+std::function<Tensor(const Tensor&)> forward_of(const std::shared_ptr<nn::Sequential>& model) {
+  return [model](const Tensor& in) { return model->forward(in); };
+}
+
 struct Result {
   Tensor loss;
   TensorList grads;
@@ -71,14 +76,14 @@ void expect_identical(const Result& a, const Result& b) {
 TEST(Checkpoint, SameLossAndGradientsBitForBit) {
   auto model = make_mlp(0.0, 1);
   Result plain = run(*model, [&](const Tensor& x) { return model->forward(x); });
-  Result ckpt = run(*model, [&](const Tensor& x) { return checkpoint([model](const Tensor& in) { return model->forward(in); }, x); });
+  Result ckpt = run(*model, [&](const Tensor& x) { return checkpoint(forward_of(model), x); });
   expect_identical(plain, ckpt);
 }
 
 TEST(Checkpoint, DropoutRecomputesTheSameMask) {
   auto model = make_mlp(0.3, 2);
   Result plain = run(*model, [&](const Tensor& x) { return model->forward(x); });
-  Result ckpt = run(*model, [&](const Tensor& x) { return checkpoint([model](const Tensor& in) { return model->forward(in); }, x); });
+  Result ckpt = run(*model, [&](const Tensor& x) { return checkpoint(forward_of(model), x); });
   expect_identical(plain, ckpt);
   // Without the RNG replay the mask differs, and so do the gradients.
   parallel::CheckpointOptions no_replay;
