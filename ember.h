@@ -4,6 +4,7 @@
 
 #include "core/autograd/engine.h"
 #include "core/autograd/node.h"
+#include "core/autograd/saved_tensor_hooks.h"
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/error.h"
@@ -21,3 +22,7 @@
 #include "nn/safetensors.h"
 #include "optim/checkpoint.h"
 #include "optim/optim.h"
+#include "parallel/amp/autocast.h"
+#include "parallel/amp/grad_scaler.h"
+#include "parallel/amp/master_weights.h"
+#include "parallel/checkpoint.h"

@@ -10,6 +10,10 @@
 //   float32, as PyTorch does.
 // - Each differentiable op records a node for backward when grad mode is on
 //   and an input requires grad; its name is the op's name + "Backward".
+// - Under autocast (parallel/amp/autocast.h) matmul, linear and conv2d cast
+//   their inputs to the autocast dtype, and softmax, log_softmax,
+//   layer_norm, sum, mean, var, std and logsumexp cast half inputs to
+//   float32 (core/autocast_state.h has the exact rules).
 // - Errors are ember::Error naming the op, the shapes, dtypes and devices.
 #pragma once
 
@@ -177,7 +181,10 @@ Tensor adaptive_avg_pool2d(const Tensor& input, Int2 output_size);
 // torch.nn.functional.batch_norm over input (N, C, *): in training, batch
 // statistics normalize and running_mean/running_var (if defined) are updated
 // in place with momentum (unbiased variance, as PyTorch); in eval, the
-// running statistics normalize. weight/bias (C) optional.
+// running statistics normalize. weight/bias (C) optional. weight, bias and
+// the running statistics have the input's dtype, except that a float16 or
+// bfloat16 input may come with float32 ones (mixed precision): the input is
+// then normalized in float32 and the result has the input's dtype.
 Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight, const Tensor& bias, bool training, double momentum = 0.1, double eps = 1e-5);
 

@@ -32,6 +32,7 @@
 #include "examples/train/options.h"
 #include "examples/train/run_state.h"
 #include "optim/optim.h"
+#include "parallel/amp/grad_scaler.h"
 
 namespace {
 
@@ -115,20 +116,26 @@ int run(const Options& o) {
                           {"optimizer", optimizer_name(o.optimizer)},
                           {"schedule", schedule_name(o.schedule)},
                           {"dropout", format_number(o.dropout)},
-                          {"augment", augment_name(o.augment)}};
+                          {"augment", augment_name(o.augment)},
+                          {"amp", amp_name(o.amp)}};
+  // Mixed precision: autocast for both, dynamic loss scaling for float16.
+  std::optional<amp::GradScaler> scaler;
+  MixedPrecision mixed;
+  if (o.amp != Amp::None) mixed.dtype = o.amp == Amp::FP16 ? DType::Float16 : DType::BFloat16;
+  if (o.amp == Amp::FP16) mixed.scaler = &scaler.emplace();
   const Augmentation augment = o.augment == Augment::Flip ? Augmentation(random_hflip) : Augmentation();
   RunPosition position;
   if (!o.resume.empty()) {
-    position = load_run(o.resume, *model, *optimizer, scheduler.get(), generator, flags);
+    position = load_run(o.resume, *model, *optimizer, scheduler.get(), generator, flags, mixed.scaler);
     train_loader.set_epoch(uint64_t(position.epoch));
   }
 
   int64_t num_params = 0;
   for (const Tensor& p : model->parameters()) num_params += p.numel();
-  std::printf("ember-train: %s (%lld parameters, dropout %g, augment %s) on %s; optimizer %s, lr %g, schedule %s; "
-              "batch size %lld, epochs %lld; %lld training and %lld test examples\n",
+  std::printf("ember-train: %s (%lld parameters, dropout %g, augment %s) on %s, amp %s; optimizer %s, lr %g, "
+              "schedule %s; batch size %lld, epochs %lld; %lld training and %lld test examples\n",
               model_name(o.model), static_cast<long long>(num_params), o.dropout, augment_name(o.augment),
-              o.device.str().c_str(), optimizer_name(o.optimizer), o.lr, schedule_name(o.schedule),
+              o.device.str().c_str(), amp_name(o.amp), optimizer_name(o.optimizer), o.lr, schedule_name(o.schedule),
               static_cast<long long>(o.batch_size),
               static_cast<long long>(o.epochs), static_cast<long long>(train_set->size()),
               static_cast<long long>(test_set->size()));
@@ -145,26 +152,32 @@ int run(const Options& o) {
   for (int64_t epoch = position.epoch + 1; epoch <= last_epoch; ++epoch) {
     const auto start = std::chrono::steady_clock::now();
     const std::string label = "epoch " + std::to_string(epoch) + "/" + std::to_string(o.epochs);
-    const TrainStats train = train_epoch(*model, train_loader, *optimizer, scheduler.get(), augment, label);
-    test_acc = evaluate(*model, test_loader, label + " test");
+    const TrainStats train = train_epoch(*model, train_loader, *optimizer, scheduler.get(), augment, label, mixed);
+    test_acc = evaluate(*model, test_loader, label + " test", mixed.dtype);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     position.epoch = epoch;
     position.global_step += steps_per_epoch;
 
-    if (!o.checkpoint.empty()) save_run(o.checkpoint, *model, *optimizer, scheduler.get(), generator, flags, position);
+    if (!o.checkpoint.empty()) {
+      save_run(o.checkpoint, *model, *optimizer, scheduler.get(), generator, flags, position, mixed.scaler);
+    }
     if (log) log->write({epoch, train.loss, train.accuracy, test_acc, seconds, train.lr});
     std::printf("epoch %*lld/%lld  train loss %.4f  train acc %.2f%%  test acc %.2f%%  time %.1f s (%.0f samples/s)"
                 "  lr %.3g\n",
                 int(std::to_string(o.epochs).size()), static_cast<long long>(epoch),
                 static_cast<long long>(o.epochs), train.loss, train.accuracy, test_acc, seconds,
                 double(train.samples) / train.seconds, train.lr);
+    if (mixed.scaler != nullptr) {
+      std::printf("  amp scale %g, %lld skipped steps so far\n", mixed.scaler->get_scale(),
+                  static_cast<long long>(mixed.scaler->skipped_steps()));
+    }
     std::fflush(stdout);
   }
   if (position.epoch < o.epochs) {
     std::printf("stopped after epoch %lld of %lld; continue with --resume %s\n", static_cast<long long>(position.epoch),
                 static_cast<long long>(o.epochs), o.checkpoint.c_str());
   }
-  if (test_acc < 0) test_acc = evaluate(*model, test_loader, "test");  // resumed from a finished run
+  if (test_acc < 0) test_acc = evaluate(*model, test_loader, "test", mixed.dtype);  // resumed from a finished run
   std::printf("test accuracy: %.2f%%\n", test_acc);
   return 0;
 }

@@ -4,6 +4,7 @@
 // elementwise ops and reductions, so their backward comes from those ops.
 #include "nn/loss.h"
 
+#include "core/autocast_state.h"
 #include "core/ops.h"
 
 namespace ember::nn {
@@ -99,12 +100,20 @@ void check_same_shape(const char* op, const Tensor& input, const Tensor& target)
 }  // namespace
 
 Tensor nll_loss(const Tensor& input, const Tensor& target, const NLLLossOptions& options) {
+  if (autocast_state::any_enabled()) [[unlikely]] {  // losses run in float32 under autocast
+    Tensor c0 = input, c1 = target;
+    if (autocast_state::float32_inputs({&c0, &c1})) return nll_loss(c0, c1, options);
+  }
   auto [in, tg] = batched("nll_loss", input, target);
   Picked p = pick_targets("nll_loss", in, tg, options.ignore_index);
   return reduce_targets(p.loss, p.ignored, options.reduction, input.dim() == 1);
 }
 
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyOptions& options) {
+  if (autocast_state::any_enabled()) [[unlikely]] {  // losses run in float32 under autocast
+    Tensor c0 = input, c1 = target;
+    if (autocast_state::float32_inputs({&c0, &c1})) return cross_entropy(c0, c1, options);
+  }
   const double e = options.label_smoothing;
   EMBER_CHECK(e >= 0.0 && e <= 1.0, "cross_entropy: label_smoothing must be in [0, 1], got " << e);
   auto [in, tg] = batched("cross_entropy", input, target);
@@ -119,17 +128,31 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntro
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  if (autocast_state::any_enabled()) [[unlikely]] {  // losses run in float32 under autocast
+    Tensor c0 = input, c1 = target;
+    if (autocast_state::float32_inputs({&c0, &c1})) return mse_loss(c0, c1, reduction);
+  }
   check_same_shape("mse_loss", input, target);
   return reduce(square(input - target), reduction);
 }
 
 Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  if (autocast_state::any_enabled()) [[unlikely]] {  // losses run in float32 under autocast
+    Tensor c0 = input, c1 = target;
+    if (autocast_state::float32_inputs({&c0, &c1})) return l1_loss(c0, c1, reduction);
+  }
   check_same_shape("l1_loss", input, target);
   return reduce(abs(input - target), reduction);
 }
 
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, const Tensor& pos_weight,
                                         Reduction reduction) {
+  if (autocast_state::any_enabled()) [[unlikely]] {  // losses run in float32 under autocast
+    Tensor c0 = input, c1 = target, c2 = pos_weight;
+    if (autocast_state::float32_inputs({&c0, &c1, &c2})) {
+      return binary_cross_entropy_with_logits(c0, c1, c2, reduction);
+    }
+  }
   check_same_shape("binary_cross_entropy_with_logits", input, target);
   // softplus(-x) = log(1 + exp(-x)) = log(1 + exp(-|x|)) + max(-x, 0), with
   // no overflow for any x.

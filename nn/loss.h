@@ -23,6 +23,9 @@
 //   (1 - y) x + (1 + (pos_weight - 1) y) (log(1 + exp(-|x|)) + max(-x, 0));
 //   pos_weight (optional) broadcasts against the input, e.g. one per class
 //   along the last dim.
+// - Under autocast every loss casts its floating inputs to float32 first
+//   (core/autocast_state.h), so the loss is float32 whatever the logits'
+//   dtype.
 #pragma once
 
 #include <cstdint>

@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/autocast_state.h"
 #include "core/autograd/accumulate_grad.h"
 #include "core/grad_mode.h"
 #include "core/ops.h"
@@ -176,6 +177,7 @@ TensorList run(const TensorList& roots, const TensorList& grads, bool retain_gra
 }  // namespace
 
 void backward(const TensorList& roots, const TensorList& grad_roots, bool retain_graph, bool create_graph) {
+  autocast_state::SuspendGuard no_autocast;
   bool prev = GradMode::is_enabled();
   try {
     run(roots, grad_roots, retain_graph || create_graph, create_graph, {}, 0);
@@ -197,6 +199,7 @@ TensorList grad(const TensorList& outputs, const TensorList& inputs, const Tenso
     keep.push_back(e.node);
     captures.push_back({e.node.get(), e.input_nr, i});
   }
+  autocast_state::SuspendGuard no_autocast;
   bool prev = GradMode::is_enabled();
   TensorList result;
   try {

@@ -20,6 +20,8 @@
 //   second backward through freed nodes is an ember::Error.
 // - create_graph records the backward ops themselves, for higher-order
 //   gradients.
+// - Autocast is off while the engine runs (core/autocast_state.h): backward
+//   ops run in the dtypes the forward chose, as in PyTorch.
 // - grad(outputs, inputs) returns d(outputs)/d(inputs) without touching any
 //   grad(); an input the outputs do not depend on is an error unless
 //   allow_unused, when its gradient is undefined.

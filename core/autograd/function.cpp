@@ -12,30 +12,64 @@ struct RunningNodeScope {
   explicit RunningNodeScope(FunctionNode* node) : previous(running_node) { running_node = node; }
   ~RunningNodeScope() { running_node = previous; }
 };
+
+// The innermost saved-tensor hooks of this thread (saved_tensor_hooks.h).
+thread_local SavedTensorHooks* current_hooks = nullptr;
 }  // namespace
+
+SavedTensorHooks* current_saved_tensor_hooks() { return current_hooks; }
+
+SavedTensorHooksGuard::SavedTensorHooksGuard(SavedTensorHooks* hooks) : previous_(current_hooks) {
+  current_hooks = hooks;
+}
+
+SavedTensorHooksGuard::~SavedTensorHooksGuard() { current_hooks = previous_; }
+
+bool SavedTensor::pack(const Tensor& t) {
+  if (current_hooks == nullptr || !t.defined()) return false;
+  packed_ = current_hooks->pack(t);
+  EMBER_CHECK(packed_ != nullptr, "autograd: a saved-tensor pack hook returned nothing for a tensor of shape "
+                                      << shape_str(t.shape()) << " (" << dtype_name(t.dtype())
+                                      << "); pack must return an object that can give the tensor back");
+  return true;
+}
+
+SavedTensor::SavedTensor(const Tensor& t) {
+  if (pack(t)) return;
+  tensor_ = t;
+  version_ = t.defined() ? t.version() : 0;
+}
 
 SavedTensor SavedTensor::output(const Tensor& t, uint32_t output_nr) {
   SavedTensor s;
-  s.tensor_ = t.detach();
-  s.version_ = t.version();
   s.is_output_ = true;
   s.output_nr_ = output_nr;
+  Tensor detached = t.detach();
+  if (s.pack(detached)) return s;
+  s.tensor_ = std::move(detached);
+  s.version_ = t.version();
   return s;
 }
 
 Tensor SavedTensor::unpack(const char* node) const {
-  EMBER_CHECK(!tensor_.defined() || tensor_.version() == version_,
-              "autograd: one of the tensors needed for gradient computation has been modified by an in-place "
-              "operation: " << node << " saved a tensor of shape " << shape_str(tensor_.shape()) << " ("
-                            << dtype_name(tensor_.dtype()) << ", " << tensor_.device() << ") at version " << version_
-                            << "; it is now at version " << tensor_.version()
-                            << ". Use the out-of-place op, or clone() the tensor before changing it");
-  if (is_output_ && running_node != nullptr && GradMode::is_enabled() && is_floating(tensor_.dtype())) {
-    Tensor reattached = tensor_.detach();
+  Tensor t;
+  if (packed_ != nullptr) {
+    t = packed_->unpack();
+  } else {
+    EMBER_CHECK(!tensor_.defined() || tensor_.version() == version_,
+                "autograd: one of the tensors needed for gradient computation has been modified by an in-place "
+                "operation: " << node << " saved a tensor of shape " << shape_str(tensor_.shape()) << " ("
+                              << dtype_name(tensor_.dtype()) << ", " << tensor_.device() << ") at version "
+                              << version_ << "; it is now at version " << tensor_.version()
+                              << ". Use the out-of-place op, or clone() the tensor before changing it");
+    t = tensor_;
+  }
+  if (is_output_ && running_node != nullptr && GradMode::is_enabled() && t.defined() && is_floating(t.dtype())) {
+    Tensor reattached = t.detach();
     set_history(reattached, running_node->shared_from_this(), output_nr_);
     return reattached;
   }
-  return tensor_;
+  return t;
 }
 
 FunctionNode::FunctionNode(const char* name, Backward fn, std::vector<Edge> edges, std::vector<InputMeta> inputs,

@@ -9,6 +9,9 @@
 //   its history, so node and output do not keep each other alive; unpacked
 //   while the node runs with grad mode on (create_graph), it gets the node
 //   back as its grad_fn, so higher-order gradients flow through it.
+// - Under saved-tensor hooks (core/autograd/saved_tensor_hooks.h) a
+//   SavedTensor keeps what the hooks' pack returns instead of the tensor,
+//   and unpack() asks that object for the tensor.
 // - FunctionNode runs a backward closure. The closure gets one gradient per
 //   output (undefined = zero) and returns one per input (undefined = none);
 //   when every incoming gradient is undefined the closure is skipped. The
@@ -24,6 +27,7 @@
 #include <vector>
 
 #include "core/autograd/node.h"
+#include "core/autograd/saved_tensor_hooks.h"
 #include "core/grad_mode.h"
 
 namespace ember::autograd {
@@ -31,14 +35,18 @@ namespace ember::autograd {
 class SavedTensor {
  public:
   SavedTensor() = default;
-  explicit SavedTensor(const Tensor& t) : tensor_(t), version_(t.defined() ? t.version() : 0) {}
+  explicit SavedTensor(const Tensor& t);
   static SavedTensor output(const Tensor& t, uint32_t output_nr = 0);
   // The saved tensor; `node` names the op in the error if it was modified.
   Tensor unpack(const char* node) const;
-  bool defined() const { return tensor_.defined(); }
+  bool defined() const { return tensor_.defined() || packed_ != nullptr; }
 
  private:
+  // Hands t to the current saved-tensor hooks, if any; true when it did.
+  bool pack(const Tensor& t);
+
   Tensor tensor_;
+  std::shared_ptr<PackedTensor> packed_;  // set instead of tensor_ under saved-tensor hooks
   uint32_t version_ = 0;
   bool is_output_ = false;
   uint32_t output_nr_ = 0;

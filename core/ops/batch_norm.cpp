@@ -4,7 +4,8 @@
 // Backward runs the fused kernel; under create_graph it is composed from
 // recorded ops instead (the statistics recomputed from the saved input), so
 // higher-order gradients are right. The running statistics are buffers, not
-// inputs of the graph: no gradient flows into them.
+// inputs of the graph: no gradient flows into them. A half input with float32
+// parameters goes through a float32 copy (see batch_norm below).
 #include "core/autograd/function.h"
 #include "core/ops.h"
 #include "core/ops/batch_norm_kernels.h"
@@ -73,6 +74,23 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
                                     << shape_str(input.shape()));
   EMBER_CHECK(is_floating(input.dtype()), "batch_norm: expected a floating input, but got " << describe(input)
                                                                                           << "; convert with .to(dtype)");
+  // A float16/bfloat16 input with float32 parameters and statistics (under
+  // autocast, or in a model cast to half with its BatchNorm kept in float32)
+  // is normalized in float32 and returned in its own dtype. The casts are
+  // differentiable: the input's gradient comes back in its dtype, the
+  // parameters' in float32.
+  if (input.dtype() == DType::Float16 || input.dtype() == DType::BFloat16) {
+    bool any = false, all_float32 = true;
+    for (const Tensor* t : {&weight, &bias, &running_mean, &running_var}) {
+      if (!t->defined()) continue;
+      any = true;
+      all_float32 = all_float32 && t->dtype() == DType::Float32;
+    }
+    if (any && all_float32) {
+      return batch_norm(input.to(DType::Float32), running_mean, running_var, weight, bias, training, momentum, eps)
+          .to(input.dtype());
+    }
+  }
   check_channel_tensor("weight", weight, input);
   check_channel_tensor("bias", bias, input);
   check_channel_tensor("running_mean", running_mean, input);

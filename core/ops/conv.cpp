@@ -12,6 +12,7 @@
 // create_graph, the weight and bias gradients come from one kernel call.
 #include <sstream>
 
+#include "core/autocast_state.h"
 #include "core/autograd/function.h"
 #include "core/ops.h"
 #include "core/ops/conv_kernels.h"
@@ -231,6 +232,12 @@ Tensor conv_forward(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, 
 
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int2 stride, Int2 padding, Int2 dilation,
               int64_t groups) {
+  if (autocast_state::any_enabled()) [[unlikely]] {
+    Tensor ci = input, cw = weight, cb = bias;
+    if (autocast_state::lower_precision_inputs({&ci, &cw, &cb})) {
+      return conv2d(ci, cw, cb, stride, padding, dilation, groups);
+    }
+  }
   ConvParams p{stride, padding, dilation, groups};
   check_conv(input, weight, bias, p);
   return conv_forward(input, weight, bias, p);

@@ -1,4 +1,5 @@
 // layer_norm: checks, dispatch to the fused kernels, and its backward.
+#include "core/autocast_state.h"
 #include "core/autograd/function.h"
 #include "core/ops.h"
 #include "core/ops/layer_norm_kernels.h"
@@ -24,6 +25,12 @@ void check_param(const char* what, const Tensor& p, const Tensor& x, const Shape
 
 Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                   double eps) {
+  if (autocast_state::any_enabled()) [[unlikely]] {
+    Tensor cx = x_in, cw = weight, cb = bias;
+    if (autocast_state::float32_inputs({&cx, &cw, &cb})) {
+      return layer_norm(cx, normalized_shape, cw, cb, eps);
+    }
+  }
   int64_t k = int64_t(normalized_shape.size());
   EMBER_CHECK(k >= 1 && x_in.dim() >= k &&
                   Shape(x_in.shape().end() - k, x_in.shape().end()) == normalized_shape,

@@ -17,6 +17,7 @@
 // Backward: dx = g W, dW = g^T x with the batch dims of x folded into its
 // rows (the sum over them), db = g summed over all but its last dim. Each
 // is made of differentiable ops, so double backward works.
+#include "core/autocast_state.h"
 #include "core/autograd/function.h"
 #include "core/ops.h"
 #include "core/ops/gemm_kernels.h"
@@ -111,6 +112,10 @@ Tensor fused_linear(const Tensor& x, const Tensor& w, const Tensor& b) {
 }  // namespace
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (autocast_state::any_enabled()) [[unlikely]] {
+    Tensor cx = x, cw = weight, cb = bias;
+    if (autocast_state::lower_precision_inputs({&cx, &cw, &cb})) return linear(cx, cw, cb);
+  }
   check_linear(x, weight, bias);
   Tensor xd = x.detach(), wd = weight.detach(), bd = bias.defined() ? bias.detach() : Tensor();
   Tensor y;

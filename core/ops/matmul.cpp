@@ -18,6 +18,7 @@
 #include <atomic>
 #include <optional>
 
+#include "core/autocast_state.h"
 #include "core/autograd/function.h"
 #include "core/ops.h"
 #include "core/ops/op_utils.h"
@@ -148,6 +149,10 @@ void set_allow_tf32(bool allow) { g_allow_tf32.store(allow, std::memory_order_re
 bool allow_tf32() { return g_allow_tf32.load(std::memory_order_relaxed); }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (autocast_state::any_enabled()) [[unlikely]] {
+    Tensor ca = a, cb = b;
+    if (autocast_state::lower_precision_inputs({&ca, &cb})) return matmul(ca, cb);
+  }
   check_operands(a, b);
   check_inner(a, b);
   Tensor a2 = a.dim() == 1 ? a.detach().unsqueeze(0) : a.detach();

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "core/autocast_state.h"
 #include "core/autograd/function.h"
 #include "core/ops.h"
 #include "core/ops/reduce_kernels.h"
@@ -244,6 +245,10 @@ Tensor var_std(const char* op, const char* node, ReduceOp rop, const Tensor& x, 
 }  // namespace
 
 Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) {
+  if (autocast_state::any_enabled()) [[unlikely]] {
+    Tensor cx = x;
+    if (autocast_state::float32_inputs({&cx})) return sum(cx, dims, keepdim);
+  }
   std::vector<bool> mask = reduced_mask("sum", x, dims);
   DType out_dtype = is_floating(x.dtype()) ? x.dtype() : DType::Int64;
   Tensor out = empty(reduced_shape(x, mask, keepdim), out_dtype, x.device());
@@ -278,6 +283,10 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
 }
 
 Tensor mean(const Tensor& x, const Shape& dims, bool keepdim) {
+  if (autocast_state::any_enabled()) [[unlikely]] {
+    Tensor cx = x;
+    if (autocast_state::float32_inputs({&cx})) return mean(cx, dims, keepdim);
+  }
   check_floating("mean", x);
   std::vector<bool> mask = reduced_mask("mean", x, dims);
   Tensor out = empty(reduced_shape(x, mask, keepdim), x.dtype(), x.device());
@@ -317,13 +326,25 @@ Tensor argmax(const Tensor& x) { return arg_extreme("argmax", ReduceOp::ArgMax, 
 Tensor argmin(const Tensor& x) { return arg_extreme("argmin", ReduceOp::ArgMin, x, {}, false); }
 
 Tensor var(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
+  if (autocast_state::any_enabled()) [[unlikely]] {
+    Tensor cx = x;
+    if (autocast_state::float32_inputs({&cx})) return var(cx, dims, correction, keepdim);
+  }
   return var_std("var", "VarBackward", ReduceOp::Var, x, dims, correction, keepdim);
 }
 Tensor std(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
+  if (autocast_state::any_enabled()) [[unlikely]] {
+    Tensor cx = x;
+    if (autocast_state::float32_inputs({&cx})) return ember::std(cx, dims, correction, keepdim);
+  }
   return var_std("std", "StdBackward", ReduceOp::Std, x, dims, correction, keepdim);
 }
 
 Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim) {
+  if (autocast_state::any_enabled()) [[unlikely]] {
+    Tensor cx = x;
+    if (autocast_state::float32_inputs({&cx})) return logsumexp(cx, dims, keepdim);
+  }
   std::vector<bool> mask = reduced_mask("logsumexp", x, dims);
   Tensor in = to_floating(x);
   Tensor out = empty(reduced_shape(x, mask, keepdim), in.dtype(), x.device());

@@ -4,6 +4,7 @@
 // backward kernels.
 #include <algorithm>
 
+#include "core/autocast_state.h"
 #include "core/autograd/function.h"
 #include "core/ops.h"
 #include "core/ops/softmax_kernels.h"
@@ -90,10 +91,18 @@ Tensor softmax_op(const char* op, const char* node, SoftmaxKind forward, Softmax
 }  // namespace
 
 Tensor softmax(const Tensor& x, int64_t dim) {
+  if (autocast_state::any_enabled()) [[unlikely]] {
+    Tensor cx = x;
+    if (autocast_state::float32_inputs({&cx})) return softmax(cx, dim);
+  }
   return softmax_op("softmax", "SoftmaxBackward", SoftmaxKind::Softmax, SoftmaxKind::SoftmaxBackward, x, dim);
 }
 
 Tensor log_softmax(const Tensor& x, int64_t dim) {
+  if (autocast_state::any_enabled()) [[unlikely]] {
+    Tensor cx = x;
+    if (autocast_state::float32_inputs({&cx})) return log_softmax(cx, dim);
+  }
   return softmax_op("log_softmax", "LogSoftmaxBackward", SoftmaxKind::LogSoftmax, SoftmaxKind::LogSoftmaxBackward, x,
                     dim);
 }

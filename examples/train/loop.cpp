@@ -7,6 +7,7 @@
 #include "core/ops.h"
 #include "examples/train/progress.h"
 #include "nn/loss.h"
+#include "parallel/amp/autocast.h"
 
 namespace ember::train {
 namespace {
@@ -18,7 +19,8 @@ Tensor count_correct(const Tensor& logits, const Tensor& target) { return eq(arg
 }  // namespace
 
 TrainStats train_epoch(nn::UnaryModule& model, data::DataLoader& loader, optim::Optimizer& optimizer,
-                       optim::LRScheduler* scheduler, const Augmentation& augment, const std::string& label) {
+                       optim::LRScheduler* scheduler, const Augmentation& augment, const std::string& label,
+                       const MixedPrecision& mixed) {
   const auto start = std::chrono::steady_clock::now();
   model.train();
   Progress bar(label, loader.size(), Progress::Mode::Lines);
@@ -27,12 +29,23 @@ TrainStats train_epoch(nn::UnaryModule& model, data::DataLoader& loader, optim::
   double lr = optimizer.param_groups().front().lr();
   for (data::Batch& batch : loader) {
     const int64_t n = batch.input.size(0);
-    Tensor logits = model(augment ? augment(batch.input) : batch.input);
-    Tensor loss = nn::functional::cross_entropy(logits, batch.target);
+    Tensor logits, loss;
+    {
+      std::optional<amp::autocast> autocast;
+      if (mixed.dtype) autocast.emplace(batch.input.device().type, *mixed.dtype);
+      logits = model(augment ? augment(batch.input) : batch.input);
+      loss = nn::functional::cross_entropy(logits, batch.target);
+    }
     optimizer.zero_grad();
-    loss.backward();
     lr = optimizer.param_groups().front().lr();
-    optimizer.step();
+    if (mixed.scaler != nullptr) {
+      mixed.scaler->scale(loss).backward();
+      mixed.scaler->step(optimizer);
+      mixed.scaler->update();
+    } else {
+      loss.backward();
+      optimizer.step();
+    }
     if (scheduler != nullptr) scheduler->step();
     {
       NoGradGuard no_grad;
@@ -62,13 +75,16 @@ TrainStats train_epoch(nn::UnaryModule& model, data::DataLoader& loader, optim::
   return stats;
 }
 
-double evaluate(nn::UnaryModule& model, data::DataLoader& loader, const std::string& label) {
+double evaluate(nn::UnaryModule& model, data::DataLoader& loader, const std::string& label,
+                std::optional<DType> autocast_dtype) {
   NoGradGuard no_grad;
   model.eval();
   Progress bar(label, loader.size(), Progress::Mode::Silent);
   Tensor correct;
   int64_t samples = 0, done = 0;
   for (data::Batch& batch : loader) {
+    std::optional<amp::autocast> autocast;
+    if (autocast_dtype) autocast.emplace(batch.input.device().type, *autocast_dtype);
     Tensor batch_correct = count_correct(model(batch.input), batch.target);
     correct = correct.defined() ? correct + batch_correct : batch_correct;
     samples += batch.input.size(0);

@@ -15,17 +15,24 @@
 //   The running sums stay on that device: the host reads them only to draw
 //   the progress display (at most ten times a second on a terminal) and
 //   once at the end, so a CUDA step does not wait for the GPU.
+// - Mixed precision: with MixedPrecision::dtype set, the forward and the
+//   loss run under amp::autocast in that dtype on the batches' device type
+//   (evaluation's forward too); with a scaler, backward runs on the scaled
+//   loss and the scaler steps the optimizer (skipping steps whose gradients
+//   overflowed) and updates its scale.
 // - Accuracies are percentages.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "data/data_loader.h"
 #include "nn/module.h"
 #include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
+#include "parallel/amp/grad_scaler.h"
 
 namespace ember::train {
 
@@ -40,9 +47,16 @@ struct TrainStats {
 // augment (when set) maps each batch's inputs before the forward.
 using Augmentation = std::function<Tensor(const Tensor&)>;
 
-TrainStats train_epoch(nn::UnaryModule& model, data::DataLoader& loader, optim::Optimizer& optimizer,
-                       optim::LRScheduler* scheduler, const Augmentation& augment, const std::string& label);
+struct MixedPrecision {
+  std::optional<DType> dtype;          // none: float32
+  amp::GradScaler* scaler = nullptr;   // float16: dynamic loss scaling
+};
 
-double evaluate(nn::UnaryModule& model, data::DataLoader& loader, const std::string& label);
+TrainStats train_epoch(nn::UnaryModule& model, data::DataLoader& loader, optim::Optimizer& optimizer,
+                       optim::LRScheduler* scheduler, const Augmentation& augment, const std::string& label,
+                       const MixedPrecision& mixed = {});
+
+double evaluate(nn::UnaryModule& model, data::DataLoader& loader, const std::string& label,
+                std::optional<DType> autocast_dtype = std::nullopt);
 
 }  // namespace ember::train

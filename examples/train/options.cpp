@@ -131,6 +131,11 @@ const std::vector<Flag>& flags() {
        [](Raw& r, const std::string& f, const std::string& v) {
          r.augment = parse_choice<Augment>(f, v, {{"flip", Augment::Flip}, {"none", Augment::None}});
        }},
+      {"--amp", "fp16|bf16|none", "mixed precision: the forward and the loss under autocast in float16 (with "
+                                  "dynamic loss scaling) or bfloat16, on the training device; default none",
+       [](Raw& r, const std::string& f, const std::string& v) {
+         r.options.amp = parse_choice<Amp>(f, v, {{"fp16", Amp::FP16}, {"bf16", Amp::BF16}, {"none", Amp::None}});
+       }},
       {"--seed", "N", "seed of the initialization, shuffling and dropout; default 0",
        [](Raw& r, const std::string& f, const std::string& v) {
          r.options.seed = parse_integer<uint64_t>(f, v, 0, UINT64_MAX);
@@ -311,5 +316,14 @@ const char* optimizer_name(OptimizerKind kind) {
 const char* schedule_name(Schedule schedule) { return schedule == Schedule::Cosine ? "cosine" : "none"; }
 
 const char* augment_name(Augment augment) { return augment == Augment::Flip ? "flip" : "none"; }
+
+const char* amp_name(Amp amp) {
+  switch (amp) {
+    case Amp::FP16: return "fp16";
+    case Amp::BF16: return "bf16";
+    case Amp::None: return "none";
+  }
+  return "?";
+}
 
 }  // namespace ember::train

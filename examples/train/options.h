@@ -35,6 +35,7 @@ enum class ModelKind { MLP, CNN };
 enum class OptimizerKind { SGD, Adam, AdamW };
 enum class Schedule { Cosine, None };
 enum class Augment { Flip, None };
+enum class Amp { None, FP16, BF16 };
 
 struct Options {
   ModelKind model = ModelKind::MLP;
@@ -48,6 +49,7 @@ struct Options {
   double dropout = 0;
   Schedule schedule = Schedule::Cosine;
   Augment augment = Augment::None;
+  Amp amp = Amp::None;         // mixed precision: autocast (+ GradScaler for fp16)
   uint64_t seed = 0;
   std::string data;
   int64_t limit_train = 0;     // 0: the whole split
@@ -69,5 +71,6 @@ const char* model_name(ModelKind kind);
 const char* optimizer_name(OptimizerKind kind);
 const char* schedule_name(Schedule schedule);
 const char* augment_name(Augment augment);
+const char* amp_name(Amp amp);
 
 }  // namespace ember::train

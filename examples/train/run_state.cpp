@@ -20,7 +20,7 @@ int64_t counter(const Checkpoint& c, const std::string& path, const char* name) 
 
 void save_run(const std::string& path, const nn::Module& model, const optim::Optimizer& optimizer,
               const optim::LRScheduler* scheduler, const Generator& generator, const RunFlags& flags,
-              RunPosition position) {
+              RunPosition position, amp::GradScaler* scaler) {
   Checkpoint c;
   for (const auto& item : model.state_dict()) c.model[item.key] = item.value;
   c.optimizer = optimizer.state_dict();
@@ -30,12 +30,18 @@ void save_run(const std::string& path, const nn::Module& model, const optim::Opt
   c.counters["global_step"] = position.global_step;
   c.counters["rng_seed"] = std::bit_cast<int64_t>(rng.seed);
   c.counters["rng_offset"] = std::bit_cast<int64_t>(rng.offset);
+  if (scaler != nullptr) {
+    const amp::GradScalerState s = scaler->state_dict();
+    c.counters["scaler_scale"] = std::bit_cast<int64_t>(s.scale);
+    c.counters["scaler_growth_tracker"] = s.growth_tracker;
+  }
   c.metadata = flags;
   save_checkpoint(path, c);
 }
 
 RunPosition load_run(const std::string& path, nn::Module& model, optim::Optimizer& optimizer,
-                     optim::LRScheduler* scheduler, Generator& generator, const RunFlags& flags) {
+                     optim::LRScheduler* scheduler, Generator& generator, const RunFlags& flags,
+                     amp::GradScaler* scaler) {
   Checkpoint c = load_checkpoint(path);
   for (const auto& [name, value] : flags) {
     auto it = c.metadata.find(name);
@@ -51,12 +57,19 @@ RunPosition load_run(const std::string& path, nn::Module& model, optim::Optimize
   RunPosition position{counter(c, path, "epoch"), counter(c, path, "global_step")};
   const GeneratorState rng{std::bit_cast<uint64_t>(counter(c, path, "rng_seed")),
                            std::bit_cast<uint64_t>(counter(c, path, "rng_offset"))};
+  amp::GradScalerState scaler_state;
+  if (scaler != nullptr) {
+    scaler_state = scaler->state_dict();
+    scaler_state.scale = std::bit_cast<double>(counter(c, path, "scaler_scale"));
+    scaler_state.growth_tracker = counter(c, path, "scaler_growth_tracker");
+  }
   nn::OrderedDict<Tensor> state;
   for (const auto& [name, t] : c.model) state.insert(name, t);
   model.load_state_dict(state);
   optimizer.load_state_dict(c.optimizer);
   if (scheduler != nullptr) scheduler->load_state_dict(*c.scheduler);
   generator.set_state(rng);
+  if (scaler != nullptr) scaler->load_state_dict(scaler_state);
   return position;
 }
 

@@ -6,7 +6,9 @@
 // the counters "epoch" (epochs finished) and "global_step", the state of
 // the generator that dropout draws from ("rng_seed", "rng_offset"), and the
 // flags that shape the model and its optimizer (user metadata), e.g.
-// "model" = "mlp". The data order needs nothing saved: the sampler's
+// "model" = "mlp", and with a GradScaler (--amp fp16) its scale and growth
+// tracker ("scaler_scale" as the bits of a double, "scaler_growth_tracker").
+// The data order needs nothing saved: the sampler's
 // permutation of an epoch depends only on --seed and the epoch number.
 //
 // Contract:
@@ -26,6 +28,7 @@
 #include "nn/module.h"
 #include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
+#include "parallel/amp/grad_scaler.h"
 
 namespace ember::train {
 
@@ -39,9 +42,10 @@ struct RunPosition {
 
 void save_run(const std::string& path, const nn::Module& model, const optim::Optimizer& optimizer,
               const optim::LRScheduler* scheduler, const Generator& generator, const RunFlags& flags,
-              RunPosition position);
+              RunPosition position, amp::GradScaler* scaler = nullptr);
 
 RunPosition load_run(const std::string& path, nn::Module& model, optim::Optimizer& optimizer,
-                     optim::LRScheduler* scheduler, Generator& generator, const RunFlags& flags);
+                     optim::LRScheduler* scheduler, Generator& generator, const RunFlags& flags,
+                     amp::GradScaler* scaler = nullptr);
 
 }  // namespace ember::train

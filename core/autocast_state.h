@@ -1,0 +1,100 @@
+// The thread-local state of automatic mixed precision (autocast) and the
+// cast policy the op front-ends apply. The public guard is
+// ember::amp::autocast (parallel/amp/autocast.h); this is the part the ops
+// need, so it lives in core.
+//
+// Contract:
+// - Each thread has, per device type, an enabled flag and a lower-precision
+//   dtype (float16 or bfloat16; by default float16 for CUDA and bfloat16 for
+//   the CPU, as PyTorch). Nothing is enabled on a new thread: code that runs
+//   work on other threads (DataParallel's workers) copies the state over
+//   with get_state()/set_state().
+// - Op front-ends call cast_inputs() at entry when any_enabled(). An input
+//   is cast only when it is a defined floating tensor other than float64 on
+//   a device type whose autocast is enabled; everything else (integer
+//   tensors, float64, tensors of other device types, every tensor when
+//   autocast is off) is left as it is.
+//   * LowerPrecision (matmul, linear, conv2d): cast to that device type's
+//     autocast dtype.
+//   * Float32 (softmax, log_softmax, layer_norm, sum, mean, var, std,
+//     logsumexp and the losses of nn/loss.h): cast to float32.
+//   batch_norm is on neither list (as in PyTorch): it takes a half input
+//   with float32 parameters and statistics, computes the statistics in
+//   float32 and returns the input's dtype (core/ops.h).
+// - The cast is an ordinary differentiable Tensor::to, so gradients reach
+//   the float32 originals in float32. Within the outermost autocast region,
+//   the lower-precision cast of a float32 leaf that requires grad (a
+//   weight) is made once and reused (PyTorch's autocast cache), as long as
+//   grad mode is on, the cache is enabled and the leaf was not modified in
+//   place since; the cache is emptied when the outermost region ends
+//   (exit_region() bringing the nesting depth to 0). Under no_grad nothing
+//   is cached, so a cast without history is never reused by a forward that
+//   needs gradients.
+// - The backward engine suspends autocast while it runs (SuspendGuard):
+//   backward ops run in the dtypes the forward chose, as in PyTorch.
+// - With autocast off, an op pays one thread-local load and branch.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <initializer_list>
+
+#include "core/device.h"
+#include "core/dtype.h"
+#include "core/tensor.h"
+
+namespace ember::autocast_state {
+
+struct State {
+  std::array<bool, kNumDeviceTypes> enabled{};                             // by DeviceType
+  std::array<DType, kNumDeviceTypes> dtype{DType::BFloat16, DType::Float16};  // by DeviceType
+  bool cache_enabled = true;
+};
+
+State get_state();
+// Replaces this thread's state (not the nesting depth, nor the cache).
+void set_state(const State& state);
+
+bool is_enabled(DeviceType type);
+DType lower_precision_dtype(DeviceType type);
+
+// The autocast regions of this thread: the nesting depth and the cast cache.
+void enter_region();
+void exit_region();  // empties the cache when the depth returns to 0
+// Casts held by the cache (for tests).
+size_t cached_casts();
+
+namespace detail {
+// Bit i set: autocast enabled for DeviceType i.
+extern constinit thread_local uint8_t enabled_mask;
+}  // namespace detail
+
+// True when autocast is enabled for any device type on this thread.
+inline bool any_enabled() { return detail::enabled_mask != 0; }
+
+enum class CastPolicy { LowerPrecision, Float32 };
+
+// The cast of t under policy (t itself when it is not cast).
+Tensor cast(const Tensor& t, CastPolicy policy);
+// Replaces each input by its cast; true when any changed (the front-end
+// then calls itself again with the cast inputs).
+bool cast_inputs(CastPolicy policy, std::initializer_list<Tensor*> inputs);
+inline bool lower_precision_inputs(std::initializer_list<Tensor*> inputs) {
+  return cast_inputs(CastPolicy::LowerPrecision, inputs);
+}
+inline bool float32_inputs(std::initializer_list<Tensor*> inputs) { return cast_inputs(CastPolicy::Float32, inputs); }
+
+// Turns autocast off on this thread for its scope and restores the state
+// after.
+class SuspendGuard {
+ public:
+  SuspendGuard();
+  ~SuspendGuard();
+  SuspendGuard(const SuspendGuard&) = delete;
+  SuspendGuard& operator=(const SuspendGuard&) = delete;
+
+ private:
+  State saved_;
+};
+
+}  // namespace ember::autocast_state

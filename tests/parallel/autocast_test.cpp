@@ -1,0 +1,255 @@
+// amp::autocast (parallel/amp/autocast.h, core/autocast_state.h): the dtype
+// each op picks inside a region, op by op, on the CPU (PyTorch's CPU
+// autocast; the CUDA policy is the same code with another device type);
+// nesting and disabling; the weight-cast cache; gradients against float32.
+#include <gtest/gtest.h>
+
+#include <thread>
+#include <vector>
+
+#include "ember.h"
+#include "support/error_message.h"
+
+namespace ember {
+namespace {
+
+using amp::autocast;
+using testing::throws_with;
+constexpr DeviceType kCpuType = DeviceType::CPU;
+
+Tensor randn32(const Shape& s) { return randn(s, DType::Float32); }
+
+class AutocastOps : public ::testing::TestWithParam<DType> {};
+
+TEST_P(AutocastOps, LowerPrecisionOpsRunInTheAutocastDtype) {
+  const DType low = GetParam();
+  manual_seed(1);
+  Tensor a = randn32({4, 8}), b = randn32({8, 3}), w = randn32({5, 8}), bias = randn32({5});
+  Tensor img = randn32({2, 3, 6, 6}), kernel = randn32({4, 3, 3, 3}), kb = randn32({4});
+  autocast guard(kCpuType, low);
+  EXPECT_EQ(matmul(a, b).dtype(), low);
+  EXPECT_EQ(a.matmul(b).dtype(), low);
+  EXPECT_EQ(linear(a, w, bias).dtype(), low);
+  EXPECT_EQ(linear(a, w).dtype(), low);
+  EXPECT_EQ(nn::functional::linear(a, w, bias).dtype(), low);
+  EXPECT_EQ(conv2d(img, kernel, kb, {1, 1}, {1, 1}).dtype(), low);
+  EXPECT_EQ(conv2d(img, kernel).dtype(), low);
+  // A mix of float32 and half inputs is cast too.
+  EXPECT_EQ(matmul(a.to(low), b).dtype(), low);
+  // float64 and integers are never cast (as in PyTorch).
+  EXPECT_EQ(matmul(a.to(DType::Float64), b.to(DType::Float64)).dtype(), DType::Float64);
+  EXPECT_EQ(matmul(a.to(DType::Int64), b.to(DType::Int64)).dtype(), DType::Int64);
+}
+
+TEST_P(AutocastOps, Float32OpsRunInFloat32) {
+  const DType low = GetParam();
+  manual_seed(2);
+  Tensor x = randn32({4, 6}).to(low), w = randn32({6}), b = randn32({6});
+  autocast guard(kCpuType, low);
+  EXPECT_EQ(softmax(x, 1).dtype(), DType::Float32);
+  EXPECT_EQ(x.softmax(-1).dtype(), DType::Float32);
+  EXPECT_EQ(log_softmax(x, 1).dtype(), DType::Float32);
+  EXPECT_EQ(layer_norm(x, {6}, w, b).dtype(), DType::Float32);
+  EXPECT_EQ(layer_norm(x, {6}, w.to(low), b.to(low)).dtype(), DType::Float32);
+  EXPECT_EQ(sum(x).dtype(), DType::Float32);
+  EXPECT_EQ(x.sum({1}).dtype(), DType::Float32);
+  EXPECT_EQ(mean(x, {0}).dtype(), DType::Float32);
+  EXPECT_EQ(x.mean().dtype(), DType::Float32);
+  EXPECT_EQ(var(x, {1}).dtype(), DType::Float32);
+  EXPECT_EQ(ember::std(x, {1}).dtype(), DType::Float32);
+  EXPECT_EQ(logsumexp(x, {1}).dtype(), DType::Float32);
+  Tensor target = from_vector<int64_t>({0, 5, 2, 1});
+  EXPECT_EQ(nn::functional::cross_entropy(x, target).dtype(), DType::Float32);
+  EXPECT_EQ(nn::functional::nll_loss(log_softmax(x, 1).to(low), target).dtype(), DType::Float32);
+  EXPECT_EQ(nn::functional::mse_loss(x, randn32({4, 6}).to(low)).dtype(), DType::Float32);
+  EXPECT_EQ(nn::functional::l1_loss(x, randn32({4, 6})).dtype(), DType::Float32);
+  EXPECT_EQ(nn::functional::binary_cross_entropy_with_logits(x, rand({4, 6}).to(low)).dtype(), DType::Float32);
+  // An integer sum stays int64.
+  EXPECT_EQ(sum(from_vector<int32_t>({1, 2})).dtype(), DType::Int64);
+  // Ops on neither list keep their inputs' dtype.
+  EXPECT_EQ(relu(x).dtype(), low);
+  EXPECT_EQ((x * 2.0).dtype(), low);
+}
+
+TEST_P(AutocastOps, BatchNormKeepsFloat32Statistics) {
+  const DType low = GetParam();
+  manual_seed(3);
+  auto bn = std::make_shared<nn::BatchNorm2d>(4);
+  auto reference = nn::clone(bn);
+  Tensor img = randn32({3, 2, 5, 5}), kernel = randn32({4, 2, 3, 3});
+  Tensor y;
+  {
+    autocast guard(kCpuType, low);
+    Tensor h = conv2d(img, kernel);
+    ASSERT_EQ(h.dtype(), low);
+    y = bn->forward(h);
+    EXPECT_EQ(y.dtype(), low);
+    // The float32 reference on the same (rounded) activations.
+    Tensor expected = reference->forward(h.to(DType::Float32));
+    EXPECT_TRUE(allclose(y.to(DType::Float32), expected, 1e-2, 1e-2));
+  }
+  EXPECT_EQ(bn->running_mean.dtype(), DType::Float32);
+  EXPECT_EQ(bn->running_var.dtype(), DType::Float32);
+  // Statistics computed in float32 from the same half activations: equal to the reference's.
+  EXPECT_TRUE(allclose(bn->running_mean, reference->running_mean, 1e-6, 1e-7));
+  EXPECT_TRUE(allclose(bn->running_var, reference->running_var, 1e-6, 1e-7));
+}
+
+TEST(Autocast, NothingChangesOutsideARegion) {
+  Tensor a = randn32({4, 8}), b = randn32({8, 3});
+  { autocast guard(kCpuType); }
+  EXPECT_EQ(matmul(a, b).dtype(), DType::Float32);
+  EXPECT_EQ(softmax(a.to(DType::BFloat16), 1).dtype(), DType::BFloat16);
+  EXPECT_FALSE(amp::is_autocast_enabled(kCpuType));
+  EXPECT_EQ(autocast_state::cached_casts(), 0u);
+}
+
+TEST(Autocast, DefaultsArePyTorchs) {
+  EXPECT_EQ(amp::get_autocast_dtype(DeviceType::CPU), DType::BFloat16);
+  EXPECT_EQ(amp::get_autocast_dtype(DeviceType::CUDA), DType::Float16);
+  autocast guard(kCpuType);
+  EXPECT_TRUE(amp::is_autocast_enabled(kCpuType));
+  EXPECT_FALSE(amp::is_autocast_enabled(DeviceType::CUDA));
+  EXPECT_EQ(matmul(randn32({2, 2}), randn32({2, 2})).dtype(), DType::BFloat16);
+}
+
+TEST(Autocast, OtherDeviceTypesAreUntouched) {
+  autocast guard(DType::Float16);  // CUDA autocast: CPU tensors keep their dtypes
+  EXPECT_TRUE(amp::is_autocast_enabled(DeviceType::CUDA));
+  EXPECT_EQ(matmul(randn32({2, 3}), randn32({3, 2})).dtype(), DType::Float32);
+  EXPECT_EQ(softmax(randn32({2, 3}).to(DType::Float16), 1).dtype(), DType::Float16);
+}
+
+TEST(Autocast, NestedRegionsDisableAndChangeDtype) {
+  Tensor a = randn32({2, 3}), b = randn32({3, 2});
+  autocast outer(kCpuType, DType::BFloat16);
+  {
+    autocast off(kCpuType, std::nullopt, /*enabled=*/false);
+    EXPECT_EQ(matmul(a, b).dtype(), DType::Float32);
+    {
+      autocast on(kCpuType);  // the current dtype: bfloat16
+      EXPECT_EQ(matmul(a, b).dtype(), DType::BFloat16);
+    }
+    EXPECT_EQ(matmul(a, b).dtype(), DType::Float32);
+  }
+  {
+    autocast fp16(DType::Float16, kCpuType);
+    EXPECT_EQ(matmul(a, b).dtype(), DType::Float16);
+  }
+  EXPECT_EQ(matmul(a, b).dtype(), DType::BFloat16);
+}
+
+TEST(Autocast, OnlyHalfDtypes) {
+  EXPECT_TRUE(throws_with([] { autocast guard(DType::Float32, kCpuType); },
+                          {"autocast", "float32", "float16 or bfloat16"}));
+  EXPECT_TRUE(throws_with([] { autocast guard(kCpuType, DType::Float64); }, {"float64"}));
+  EXPECT_FALSE(amp::is_autocast_enabled(kCpuType));
+}
+
+TEST(Autocast, AWeightUsedTwiceIsCastOnce) {
+  Tensor x = randn32({2, 4});
+  Tensor w = randn32({3, 4}).set_requires_grad();
+  Tensor y1, y2;
+  {
+    autocast guard(kCpuType);
+    y1 = linear(x, w);
+    y2 = linear(x * 2.0, w);
+    EXPECT_EQ(autocast_state::cached_casts(), 1u);
+    // Both linears read the weight through one cast node.
+    std::shared_ptr<Node> c1 = y1.grad_fn()->next_edges()[1].node, c2 = y2.grad_fn()->next_edges()[1].node;
+    ASSERT_NE(c1, nullptr);
+    EXPECT_EQ(c1, c2);
+    EXPECT_EQ(c1->name(), "ToCopyBackward");
+  }
+  EXPECT_EQ(autocast_state::cached_casts(), 0u);  // emptied with the outermost region
+  // The gradient reaches the float32 leaf, summed over both uses.
+  (y1.sum() + y2.sum()).backward();
+  ASSERT_TRUE(w.grad().defined());
+  EXPECT_EQ(w.grad().dtype(), DType::Float32);
+  Tensor expected = (x + x * 2.0).sum({0}).unsqueeze(0).expand({3, 4});
+  EXPECT_TRUE(allclose(w.grad(), expected, 2e-2, 2e-2));
+}
+
+TEST(Autocast, TheCacheIsNotUsedWithoutGradOrAfterAnInPlaceChange) {
+  Tensor x = randn32({2, 4});
+  Tensor w = randn32({3, 4}).set_requires_grad();
+  autocast guard(kCpuType);
+  {
+    NoGradGuard no_grad;
+    linear(x, w);
+  }
+  EXPECT_EQ(autocast_state::cached_casts(), 0u);
+  Tensor y1 = linear(x, w);
+  {
+    NoGradGuard no_grad;
+    w.mul_(2.0);
+  }
+  Tensor y2 = linear(x, w);  // recast: the cached copy is stale
+  EXPECT_NE(y1.grad_fn()->next_edges()[1].node, y2.grad_fn()->next_edges()[1].node);
+  EXPECT_TRUE(allclose(y2.to(DType::Float32), y1.to(DType::Float32) * 2.0, 2e-2, 2e-2));
+}
+
+TEST(Autocast, BackwardRunsWithAutocastOff) {
+  Tensor x = randn32({2, 4}).set_requires_grad();
+  bool seen = true;
+  autocast guard(kCpuType);
+  Tensor y = linear(x, randn32({3, 4}));
+  y.register_hook([&](const Tensor&) {
+    seen = autocast_state::any_enabled();
+    return Tensor();
+  });
+  y.sum().backward();  // called inside the region: still off while it runs
+  EXPECT_FALSE(seen);
+  EXPECT_TRUE(amp::is_autocast_enabled(kCpuType));
+  EXPECT_EQ(x.grad().dtype(), DType::Float32);
+}
+
+TEST(Autocast, TheStateIsPerThread) {
+  autocast guard(kCpuType);
+  DType in_thread = DType::Bool;
+  std::thread t([&] { in_thread = matmul(randn32({2, 2}), randn32({2, 2})).dtype(); });
+  t.join();
+  EXPECT_EQ(in_thread, DType::Float32);
+  EXPECT_EQ(matmul(randn32({2, 2}), randn32({2, 2})).dtype(), DType::BFloat16);
+}
+
+// An MLP with layer norm and a loss: autocast gradients match float32 ones
+// within half precision.
+TEST_P(AutocastOps, GradientsMatchFloat32WithinHalfPrecision) {
+  const DType low = GetParam();
+  manual_seed(4);
+  auto model = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(16, 32), std::make_shared<nn::ReLU>(),
+                                                std::make_shared<nn::LayerNorm>(Shape{32}),
+                                                std::make_shared<nn::Linear>(32, 5));
+  auto reference = nn::clone(model);
+  Tensor x = randn32({8, 16});
+  Tensor target = randint(0, 5, {8});
+  Tensor loss;
+  {
+    autocast guard(kCpuType, low);
+    loss = nn::functional::cross_entropy(model->forward(x), target);
+  }
+  EXPECT_EQ(loss.dtype(), DType::Float32);
+  loss.backward();
+  Tensor ref_loss = nn::functional::cross_entropy(reference->forward(x), target);
+  ref_loss.backward();
+  // float16 keeps 11 significant bits, bfloat16 8 (a relative rounding of
+  // 2^-11 and 2^-8); a few roundings add up over the layers. Measured: at most
+  // 7e-4 (float16) and 6e-3 (bfloat16) of the largest gradient.
+  const double tol = low == DType::Float16 ? 3e-3 : 2e-2;
+  EXPECT_NEAR(loss.item<double>(), ref_loss.item<double>(), tol * ref_loss.item<double>());
+  TensorList p = model->parameters(), r = reference->parameters();
+  ASSERT_EQ(p.size(), r.size());
+  for (size_t i = 0; i < p.size(); ++i) {
+    ASSERT_EQ(p[i].grad().dtype(), DType::Float32);
+    const double scale = amax(abs(r[i].grad())).item<double>();
+    const double err = amax(abs(p[i].grad() - r[i].grad())).item<double>();
+    EXPECT_LE(err, tol * scale) << "parameter " << i << " (max |grad| " << scale << ")";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(, AutocastOps, ::testing::Values(DType::BFloat16, DType::Float16),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+}  // namespace
+}  // namespace ember
