@@ -80,8 +80,7 @@ std::string CollectiveTracker::arrival_report(const Collective& c) {
       }
     }
   } catch (const std::exception& e) {
-    return "Which ranks arrived is unknown: the group's store cannot be reached (" + std::string(e.what()) +
-           "); it is served by rank 0, so rank 0 has probably exited or crashed";
+    return "Which ranks arrived is unknown: the group's store cannot be reached: " + std::string(e.what());
   }
   if (behind.empty()) {
     return "Every rank of the group started collective #" + std::to_string(c.seq) +
@@ -91,7 +90,7 @@ std::string CollectiveTracker::arrival_report(const Collective& c) {
   os << (behind.size() == 1 ? "Rank " : "Ranks ") << rank_list(behind) << " of " << size_ << " did not arrive at #"
      << c.seq << " (last collective started: ";
   for (size_t i = 0; i < behind.size(); ++i) os << (i ? ", " : "") << "rank " << behind[i] << " " << last[i];
-  os << "); they are slower, stuck, exited, or called a different sequence of collectives "
+  os << "); a rank that did not arrive is slow, stuck or gone, or calls a different sequence of collectives "
      << "(EMBER_DISTRIBUTED_DEBUG=1 checks that)";
   return os.str();
 }

@@ -11,8 +11,8 @@
 //   remembered and reported by arrival_report().
 // - arrival_report(c) is a sentence for the error of a failed collective c:
 //   the ranks whose last started collective is before c, each with what it
-//   started last, or that every rank got there, or that the store (served by
-//   rank 0) cannot be reached, which means rank 0 has exited.
+//   started last, or that every rank got there, or that the store cannot be
+//   reached (TCPStore's error then says that rank 0, its server, has gone).
 #pragma once
 
 #include <chrono>

@@ -50,6 +50,8 @@ std::string reply_error(std::string_view text) {
   return FrameWriter().u8(uint8_t(StoreStatus::Error)).bytes(text).finish();
 }
 
+constexpr uint32_t kMaxHelloFrame = 256;
+
 }  // namespace
 
 struct TCPStoreServer::State {
@@ -171,7 +173,9 @@ struct TCPStoreServer::State {
     size_t pos = 0;
     while (!c.blocked && !c.closed && c.in.size() - pos >= 4) {
       uint32_t len = frame_length(c.in.data() + pos);
-      if (len > kMaxStoreFrame || len == 0) {
+      // Before the handshake only a small Hello is valid: a stray client
+      // (a port scanner, an HTTP request) is dropped at its first bytes.
+      if (len > kMaxStoreFrame || len == 0 || (!c.greeted && len > kMaxHelloFrame)) {
         c.closed = true;
         break;
       }

@@ -8,7 +8,7 @@
 //   (answered when a Set/Add/CompareSet creates the last key, or with Timeout
 //   when its deadline passes) while the others are served.
 // - A client that disconnects, sends a frame over kMaxStoreFrame, a
-//   malformed frame, or anything before the Hello handshake is dropped
+//   malformed frame, or anything but the Hello handshake first is dropped
 //   (its pending request with it); the store and the other clients go on.
 // - The destructor stops the thread and closes every connection, so clients
 //   see their connection closed rather than waiting for their timeouts.
