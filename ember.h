@@ -20,3 +20,5 @@
 #include "nn/safetensors.h"
 #include "optim/checkpoint.h"
 #include "optim/optim.h"
+#include "parallel/init.h"
+#include "parallel/tcp_store.h"
