@@ -26,3 +26,5 @@
 #include "parallel/amp/grad_scaler.h"
 #include "parallel/amp/master_weights.h"
 #include "parallel/checkpoint.h"
+#include "parallel/init.h"
+#include "parallel/tcp_store.h"

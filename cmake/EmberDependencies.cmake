@@ -44,6 +44,25 @@ if(EMBER_WITH_CUDA)
     "architectures ${CMAKE_CUDA_ARCHITECTURES}")
 endif()
 
+# Gloo: the CPU collectives of parallel/'s "gloo" backend. ON when found;
+# asked for but missing is an error; OFF leaves parallel/gloo_process_group.cpp
+# out of the build (init_process_group("gloo") then says how to get it).
+find_package(Gloo CONFIG QUIET)
+if(TARGET gloo)
+  set(EMBER_GLOO_DEFAULT ON)
+else()
+  set(EMBER_GLOO_DEFAULT OFF)
+endif()
+option(EMBER_WITH_GLOO "Build the gloo backend of parallel/ (CPU collectives)" ${EMBER_GLOO_DEFAULT})
+if(EMBER_WITH_GLOO AND NOT TARGET gloo)
+  message(FATAL_ERROR "ember: EMBER_WITH_GLOO=ON but Gloo was not found (its CMake config GlooConfig.cmake, "
+    "e.g. /usr/share/cmake/Gloo). Install it: apt-get install libgloo-dev (or point CMAKE_PREFIX_PATH at "
+    "a Gloo install), or configure with -DEMBER_WITH_GLOO=OFF")
+endif()
+if(EMBER_WITH_GLOO)
+  message(STATUS "ember: Gloo ${Gloo_VERSION} (${Gloo_DIR})")
+endif()
+
 if(EMBER_BUILD_TESTS)
   find_package(GTest QUIET)
   if(NOT GTest_FOUND)

@@ -10,6 +10,7 @@ void throw_error(const std::string& message, const char* file, int line) {
   if (slash == std::string::npos) slash = where.rfind("/kernels/");
   if (slash == std::string::npos) slash = where.rfind("/nn/");
   if (slash == std::string::npos) slash = where.rfind("/data/");
+  if (slash == std::string::npos) slash = where.rfind("/parallel/");
   if (slash != std::string::npos) where = where.substr(slash + 1);
   throw Error(message + " [" + where + ":" + std::to_string(line) + "]");
 }
