@@ -1,12 +1,15 @@
 // The backward engine: dependency count, then a ready heap ordered by
-// sequence_nr (see engine.h for the contract).
+// sequence_nr, then the callbacks queued during the walk (see engine.h for
+// the contract).
 #include "core/autograd/engine.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <queue>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "core/autocast_state.h"
 #include "core/autograd/accumulate_grad.h"
@@ -15,6 +18,33 @@
 
 namespace ember::autograd {
 namespace {
+
+// The callbacks of the pass running on this thread (queue_callback).
+struct PassCallbacks {
+  std::vector<std::function<void()>> callbacks;
+};
+thread_local PassCallbacks* current_pass = nullptr;
+
+// Makes `pass` the current one for a scope; the enclosing pass (if any) is
+// current again afterwards, also when the scope is left by an exception.
+class PassScope {
+ public:
+  explicit PassScope(PassCallbacks* pass) : outer_(current_pass) { current_pass = pass; }
+  ~PassScope() { current_pass = outer_; }
+  PassScope(const PassScope&) = delete;
+  PassScope& operator=(const PassScope&) = delete;
+
+ private:
+  PassCallbacks* outer_;
+};
+
+// Runs the queued callbacks in order, including those they queue.
+void run_callbacks(PassCallbacks& pass) {
+  for (size_t i = 0; i < pass.callbacks.size(); ++i) {
+    std::function<void()> callback = std::move(pass.callbacks[i]);  // a callback may queue more (and reallocate)
+    callback();
+  }
+}
 
 struct Capture {
   Node* node;
@@ -63,6 +93,8 @@ TensorList run(const TensorList& roots, const TensorList& grads, bool retain_gra
                const std::vector<Capture>& captures, size_t num_captures) {
   TensorList root_grads = root_gradients(roots, grads);
   bool capturing = num_captures > 0;
+  PassCallbacks pass;
+  PassScope scope(&pass);
 
   // Dependencies: how many edges lead into each reachable node.
   std::unordered_map<Node*, int> deps;
@@ -171,10 +203,20 @@ TensorList run(const TensorList& roots, const TensorList& grads, bool retain_gra
       if (--deps[next] == 0 && queued.insert(next).second) ready.push(next);
     }
   }
+  run_callbacks(pass);
   return captured;
 }
 
 }  // namespace
+
+void queue_callback(std::function<void()> callback) {
+  EMBER_CHECK(current_pass != nullptr, "autograd::queue_callback: no backward pass is running on this thread; queue "
+                                       "callbacks from inside a backward (a hook or a node), to run when it ends");
+  EMBER_CHECK(callback != nullptr, "autograd::queue_callback: the callback is empty");
+  current_pass->callbacks.push_back(std::move(callback));
+}
+
+bool in_backward() { return current_pass != nullptr; }
 
 void backward(const TensorList& roots, const TensorList& grad_roots, bool retain_graph, bool create_graph) {
   autocast_state::SuspendGuard no_autocast;

@@ -24,8 +24,23 @@
 //   ops run in the dtypes the forward chose, as in PyTorch.
 // - grad(outputs, inputs) returns d(outputs)/d(inputs) without touching any
 //   grad(); an input the outputs do not depend on is an error unless
-//   allow_unused, when its gradient is undefined.
+//   allow_unused, when its gradient is undefined. It accumulates no leaf, so
+//   no post-accumulate-grad hook fires during it.
+// - queue_callback(fn), called while a backward()/grad() runs on this thread
+//   (from a node, a tensor hook or a post-accumulate-grad hook), runs fn
+//   once that pass has walked its whole graph, before backward()/grad()
+//   returns: PyTorch's Variable._execution_engine.queue_callback. Callbacks
+//   run in the order queued, on the same thread, with autocast off and grad
+//   mode as during the walk (on only with create_graph); one may queue
+//   more, which run after it. A callback's exception propagates to the
+//   caller of backward()/grad() and the callbacks after it do not run; when
+//   the walk itself throws, no callback runs. Each pass has its own
+//   callbacks: one started from inside another (a nested backward) runs
+//   only those queued during it. Queuing while no pass runs on this thread
+//   is an ember::Error. DDP finishes its gradient reduction this way.
 #pragma once
+
+#include <functional>
 
 #include "core/tensor.h"
 
@@ -36,5 +51,9 @@ void backward(const TensorList& roots, const TensorList& grad_roots = {}, bool r
 
 TensorList grad(const TensorList& outputs, const TensorList& inputs, const TensorList& grad_outputs = {},
                 bool retain_graph = false, bool create_graph = false, bool allow_unused = false);
+
+void queue_callback(std::function<void()> callback);
+// Whether a backward()/grad() is running on this thread.
+bool in_backward();
 
 }  // namespace ember::autograd
