@@ -45,6 +45,18 @@ std::shared_ptr<Module> Sequential::clone() const {
   return copy;
 }
 
+void Sequential::replace_module(const std::string& name, std::shared_ptr<Module> module) {
+  auto unary = std::dynamic_pointer_cast<UnaryModule>(module);
+  EMBER_CHECK(module == nullptr || unary != nullptr,
+              "Sequential::replace_module: '" << name << "' would become a " << module->name()
+                                              << ", which is not a UnaryModule (one tensor in, one out)");
+  const std::vector<std::string> names = named_children().keys();
+  Module::replace_module(name, module);
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == name) modules_[i] = unary;
+  }
+}
+
 // ---------------------------------------------------------------- ModuleList
 
 ModuleList::ModuleList(std::vector<std::shared_ptr<Module>> modules) {
@@ -57,6 +69,14 @@ void ModuleList::push_back(std::shared_ptr<Module> module) {
 
 std::shared_ptr<Module> ModuleList::operator[](int64_t index) const {
   return modules_[detail::container_position("ModuleList", index, modules_.size())];
+}
+
+void ModuleList::replace_module(const std::string& name, std::shared_ptr<Module> module) {
+  const std::vector<std::string> names = named_children().keys();
+  Module::replace_module(name, module);
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == name) modules_[i] = module;
+  }
 }
 
 std::shared_ptr<Module> ModuleList::clone() const {

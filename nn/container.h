@@ -6,7 +6,8 @@
 // "2.bias", ...; both are nestable. Indexing takes a position (negative
 // counts from the end); a bad one is an ember::Error naming the size.
 // at<M>(i) returns the member as its concrete class, an error if it is
-// another class. clone() clones each member.
+// another class. clone() clones each member. replace_module(name, m) swaps
+// a member in place (Module::replace_module).
 #pragma once
 
 #include <memory>
@@ -43,6 +44,8 @@ class Sequential : public UnaryModule {
 
   Tensor forward(const Tensor& input) override;
   std::shared_ptr<Module> clone() const override;
+  // The replacement must be a UnaryModule.
+  void replace_module(const std::string& name, std::shared_ptr<Module> module) override;
 
  private:
   std::vector<std::shared_ptr<UnaryModule>> modules_;
@@ -64,6 +67,7 @@ class ModuleList : public Module {
   auto end() const { return modules_.end(); }
 
   std::shared_ptr<Module> clone() const override;
+  void replace_module(const std::string& name, std::shared_ptr<Module> module) override;
 
  private:
   std::vector<std::shared_ptr<Module>> modules_;

@@ -150,6 +150,19 @@ void Module::add_child(std::string name, std::shared_ptr<Module> module) {
   children_.insert(std::move(name), std::move(module));
 }
 
+void Module::replace_module(const std::string& name, std::shared_ptr<Module> module) {
+  EMBER_CHECK(children_.contains(name), "replace_module: " << this->name() << " has no child module named '" << name
+                                                            << "' (children: " << quoted_list(children_.keys())
+                                                            << ")");
+  EMBER_CHECK(module != nullptr, "replace_module: the module for '" << name << "' of " << this->name() << " is null");
+  Seen seen;
+  bool cycle = false;
+  walk("", *module, true, seen, [&](const std::string&, const Module& m) { cycle = cycle || &m == this; });
+  EMBER_CHECK(!cycle, "replace_module: putting a " << module->name() << " at '" << name << "' of " << this->name()
+                                                   << " would make the module tree a cycle (it contains this module)");
+  children_.insert_or_assign(name, std::move(module));
+}
+
 // ---------------------------------------------------------------- the tree
 
 OrderedDict<Tensor> Module::named_parameters(bool recurse) const {

@@ -93,6 +93,13 @@ class Module : public std::enable_shared_from_this<Module> {
     add_child(std::move(name), module);
     return module;
   }
+  // Puts `module` in the place of the child `name` (same name, same
+  // position in every listing); an error when there is no such child.
+  // Sequential and ModuleList keep the list their forward walks in step
+  // (Sequential needs a UnaryModule). Another module that calls the child
+  // through a member of its own keeps calling the old one: such a class
+  // overrides this to update that member too.
+  virtual void replace_module(const std::string& name, std::shared_ptr<Module> module);
 
   // ---- the tree ----
   TensorList parameters(bool recurse = true) const;
