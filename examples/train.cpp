@@ -11,6 +11,23 @@
 // numbers, and a run resumed from a checkpoint (--resume) continues with the
 // numbers of a run that never stopped.
 //
+// Distributed (data-parallel) training on the CPU, started with ember-run:
+//
+//   ember-run --standalone --nproc-per-node 4 ember-train --device cpu --batch-size 16
+//
+// Every rank trains the model wrapped in DistributedDataParallel on its
+// DistributedSampler share of the training set with --batch-size examples
+// per step (PyTorch's convention: the global batch is 4 x 16 = 64 here, the
+// same as one process with --batch-size 64), evaluates its share of the test
+// set, and the counts are summed over the ranks; rank 0 alone prints the
+// progress, the epoch lines and the final accuracy, and writes the CSV log
+// and the checkpoints (which hold the plain model's state, so they resume
+// in one process or in several). The ranks draw dropout and augmentation
+// from generators seeded alike, so they use the same masks (as PyTorch's
+// ranks do after the same manual_seed) and a resumed run continues exactly.
+// A rank that dies or hangs makes the others fail after --dist-timeout with
+// the process group's error; ember-run then stops the job.
+//
 // Exit status: 0 on success, 2 for a bad command line (an unknown flag, a
 // bad value, a checkpoint of another configuration), 1 when training fails.
 #include <chrono>
@@ -23,9 +40,11 @@
 
 #include "core/generator.h"
 #include "data/data_loader.h"
+#include "data/distributed_sampler.h"
 #include "data/mnist.h"
 #include "data/subset.h"
 #include "examples/train/augment.h"
+#include "examples/train/distributed.h"
 #include "examples/train/epoch_log.h"
 #include "examples/train/loop.h"
 #include "examples/train/models.h"
@@ -33,6 +52,8 @@
 #include "examples/train/run_state.h"
 #include "optim/optim.h"
 #include "parallel/amp/grad_scaler.h"
+#include "parallel/distributed_data_parallel.h"
+#include "parallel/sync_batch_norm.h"
 
 namespace {
 
@@ -83,7 +104,19 @@ std::string format_number(double v) {
   return buf;
 }
 
+// Rank `rank`'s share of a split for evaluation: every world_size-th
+// example from `rank` on (no padding, so that every example counts once).
+std::shared_ptr<const data::Dataset> evaluation_share(std::shared_ptr<const data::Dataset> split, int rank,
+                                                      int world_size) {
+  if (world_size == 1) return split;
+  std::vector<int64_t> indices;
+  for (int64_t i = rank; i < split->size(); i += world_size) indices.push_back(i);
+  return std::make_shared<data::Subset>(std::move(split), std::move(indices));
+}
+
 int run(const Options& o) {
+  Distributed dist = start_distributed(o);
+  const Device device = dist.device;
   manual_seed(o.seed);
   const data::Normalize normalize = data::kFashionMNISTNormalize;
   auto train_set = slice(std::make_shared<data::FashionMNIST>(o.data, true, normalize), o.limit_train,
@@ -93,16 +126,22 @@ int run(const Options& o) {
 
   std::shared_ptr<nn::Sequential> model =
       o.model == ModelKind::MLP ? make_mlp({256, 128}, o.dropout) : make_cnn(o.dropout);
-  model->to(o.device);
+  if (o.sync_bn) parallel::convert_sync_batchnorm(model, dist.group);
+  model->to(device);
   std::unique_ptr<optim::Optimizer> optimizer = make_optimizer(o, model->parameters());
 
   data::DataLoaderOptions loading;
   loading.batch_size = o.batch_size;
   loading.num_workers = o.workers;
-  loading.device = o.device;
-  data::DataLoader test_loader(test_set, loading);
-  loading.shuffle = true;
-  loading.seed = o.seed;
+  loading.device = device;
+  data::DataLoader test_loader(evaluation_share(test_set, dist.rank, dist.world_size), loading);
+  if (dist.enabled) {
+    loading.sampler = std::make_shared<data::DistributedSampler>(
+        train_set->size(), dist.world_size, dist.rank, data::DistributedSamplerOptions{.shuffle = true, .seed = o.seed});
+  } else {
+    loading.shuffle = true;
+    loading.seed = o.seed;
+  }
   data::DataLoader train_loader(train_set, loading);
   const int64_t steps_per_epoch = train_loader.size();
   std::unique_ptr<optim::LRScheduler> scheduler;
@@ -111,7 +150,7 @@ int run(const Options& o) {
   }
 
   // Dropout draws from the default generator of the training device.
-  Generator& generator = default_generator(o.device);
+  Generator& generator = default_generator(device);
   const RunFlags flags = {{"model", model_name(o.model)},
                           {"optimizer", optimizer_name(o.optimizer)},
                           {"schedule", schedule_name(o.schedule)},
@@ -129,56 +168,81 @@ int run(const Options& o) {
     position = load_run(o.resume, *model, *optimizer, scheduler.get(), generator, flags, mixed.scaler);
     train_loader.set_epoch(uint64_t(position.epoch));
   }
+  // After the resume: DDP starts every rank from rank 0's parameters and buffers.
+  std::shared_ptr<parallel::DistributedDataParallel> ddp;
+  nn::UnaryModule* net = model.get();
+  if (dist.enabled) {
+    ddp = std::make_shared<parallel::DistributedDataParallel>(model, dist.group);
+    net = ddp.get();
+  }
+  Reporting reporting;
+  reporting.progress = dist.main();
+  if (dist.enabled) reporting.sum = [&dist](std::vector<double>& values) { dist.sum(values); };
 
   int64_t num_params = 0;
   for (const Tensor& p : model->parameters()) num_params += p.numel();
-  std::printf("ember-train: %s (%lld parameters, dropout %g, augment %s) on %s, amp %s; optimizer %s, lr %g, "
-              "schedule %s; batch size %lld, epochs %lld; %lld training and %lld test examples\n",
-              model_name(o.model), static_cast<long long>(num_params), o.dropout, augment_name(o.augment),
-              o.device.str().c_str(), amp_name(o.amp), optimizer_name(o.optimizer), o.lr, schedule_name(o.schedule),
-              static_cast<long long>(o.batch_size),
-              static_cast<long long>(o.epochs), static_cast<long long>(train_set->size()),
-              static_cast<long long>(test_set->size()));
-  if (!o.resume.empty()) {
-    std::printf("resumed from %s after epoch %lld\n", o.resume.c_str(), static_cast<long long>(position.epoch));
+  if (dist.main()) {
+    std::printf("ember-train: %s (%lld parameters, dropout %g, augment %s) on %s, amp %s; optimizer %s, lr %g, "
+                "schedule %s; batch size %lld, epochs %lld; %lld training and %lld test examples\n",
+                model_name(o.model), static_cast<long long>(num_params), o.dropout, augment_name(o.augment),
+                device.str().c_str(), amp_name(o.amp), optimizer_name(o.optimizer), o.lr, schedule_name(o.schedule),
+                static_cast<long long>(o.batch_size), static_cast<long long>(o.epochs),
+                static_cast<long long>(train_set->size()), static_cast<long long>(test_set->size()));
+    if (dist.enabled) {
+      std::printf("distributed: %d ranks (%s), batch size %lld per rank, %lld in all%s\n", dist.world_size,
+                  dist.backend.c_str(), static_cast<long long>(o.batch_size),
+                  static_cast<long long>(o.batch_size * dist.world_size),
+                  o.model != ModelKind::CNN ? ""
+                  : o.sync_bn               ? "; SyncBatchNorm"
+                                            : "; BatchNorm statistics per rank");
+    }
+    if (!o.resume.empty()) {
+      std::printf("resumed from %s after epoch %lld\n", o.resume.c_str(), static_cast<long long>(position.epoch));
+    }
+    std::fflush(stdout);
   }
-  std::fflush(stdout);
 
   std::optional<EpochLog> log;
-  if (!o.log.empty()) log.emplace(o.log, o.resume.empty() ? 0 : position.epoch);
+  if (!o.log.empty() && dist.main()) log.emplace(o.log, o.resume.empty() ? 0 : position.epoch);
 
   const int64_t last_epoch = o.stop_after > 0 ? o.stop_after : o.epochs;
   double test_acc = -1;
   for (int64_t epoch = position.epoch + 1; epoch <= last_epoch; ++epoch) {
     const auto start = std::chrono::steady_clock::now();
     const std::string label = "epoch " + std::to_string(epoch) + "/" + std::to_string(o.epochs);
-    const TrainStats train = train_epoch(*model, train_loader, *optimizer, scheduler.get(), augment, label, mixed);
-    test_acc = evaluate(*model, test_loader, label + " test", mixed.dtype);
+    const TrainStats train =
+        train_epoch(*net, train_loader, *optimizer, scheduler.get(), augment, label, mixed, reporting);
+    test_acc = evaluate(*net, test_loader, label + " test", mixed.dtype, reporting);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     position.epoch = epoch;
     position.global_step += steps_per_epoch;
 
-    if (!o.checkpoint.empty()) {
+    if (!o.checkpoint.empty() && dist.main()) {
       save_run(o.checkpoint, *model, *optimizer, scheduler.get(), generator, flags, position, mixed.scaler);
     }
     if (log) log->write({epoch, train.loss, train.accuracy, test_acc, seconds, train.lr});
-    std::printf("epoch %*lld/%lld  train loss %.4f  train acc %.2f%%  test acc %.2f%%  time %.1f s (%.0f samples/s)"
-                "  lr %.3g\n",
-                int(std::to_string(o.epochs).size()), static_cast<long long>(epoch),
-                static_cast<long long>(o.epochs), train.loss, train.accuracy, test_acc, seconds,
-                double(train.samples) / train.seconds, train.lr);
-    if (mixed.scaler != nullptr) {
-      std::printf("  amp scale %g, %lld skipped steps so far\n", mixed.scaler->get_scale(),
-                  static_cast<long long>(mixed.scaler->skipped_steps()));
+    if (dist.main()) {
+      std::printf("epoch %*lld/%lld  train loss %.4f  train acc %.2f%%  test acc %.2f%%  time %.1f s (%.0f "
+                  "samples/s)  lr %.3g\n",
+                  int(std::to_string(o.epochs).size()), static_cast<long long>(epoch),
+                  static_cast<long long>(o.epochs), train.loss, train.accuracy, test_acc, seconds,
+                  double(train.samples) / train.seconds, train.lr);
+      if (mixed.scaler != nullptr) {
+        std::printf("  amp scale %g, %lld skipped steps so far\n", mixed.scaler->get_scale(),
+                    static_cast<long long>(mixed.scaler->skipped_steps()));
+      }
+      std::fflush(stdout);
     }
-    std::fflush(stdout);
   }
-  if (position.epoch < o.epochs) {
+  if (position.epoch < o.epochs && dist.main()) {
     std::printf("stopped after epoch %lld of %lld; continue with --resume %s\n", static_cast<long long>(position.epoch),
                 static_cast<long long>(o.epochs), o.checkpoint.c_str());
   }
-  if (test_acc < 0) test_acc = evaluate(*model, test_loader, "test", mixed.dtype);  // resumed from a finished run
-  std::printf("test accuracy: %.2f%%\n", test_acc);
+  // Resumed from a finished run: evaluate what it left.
+  if (test_acc < 0) test_acc = evaluate(*net, test_loader, "test", mixed.dtype, reporting);
+  if (dist.main()) std::printf("test accuracy: %.2f%%\n", test_acc);
+  std::fflush(stdout);
+  dist.finish();
   return 0;
 }
 

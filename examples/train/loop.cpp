@@ -2,6 +2,8 @@
 #include "examples/train/loop.h"
 
 #include <chrono>
+#include <optional>
+#include <vector>
 
 #include "core/grad_mode.h"
 #include "core/ops.h"
@@ -20,10 +22,11 @@ Tensor count_correct(const Tensor& logits, const Tensor& target) { return eq(arg
 
 TrainStats train_epoch(nn::UnaryModule& model, data::DataLoader& loader, optim::Optimizer& optimizer,
                        optim::LRScheduler* scheduler, const Augmentation& augment, const std::string& label,
-                       const MixedPrecision& mixed) {
+                       const MixedPrecision& mixed, const Reporting& reporting) {
   const auto start = std::chrono::steady_clock::now();
   model.train();
-  Progress bar(label, loader.size(), Progress::Mode::Lines);
+  std::optional<Progress> bar;
+  if (reporting.progress) bar.emplace(label, loader.size(), Progress::Mode::Lines);
   Tensor loss_sum, correct;  // on the batches' device, made with the first batch
   int64_t samples = 0, done = 0;
   double lr = optimizer.param_groups().front().lr();
@@ -61,25 +64,30 @@ TrainStats train_epoch(nn::UnaryModule& model, data::DataLoader& loader, optim::
     }
     samples += n;
     ++done;
-    if (bar.due(done)) bar.draw(done, samples, loss_sum.item<double>() / double(samples));
+    if (bar && bar->due(done)) bar->draw(done, samples, loss_sum.item<double>() / double(samples));
   }
-  bar.finish();
+  if (bar) bar->finish();
+  // Waits for the GPU.
+  std::vector<double> totals = {samples > 0 ? loss_sum.item<double>() : 0.0,
+                                samples > 0 ? correct.item<double>() : 0.0, double(samples)};
+  if (reporting.sum) reporting.sum(totals);
   TrainStats stats;
-  stats.samples = samples;
+  stats.samples = int64_t(totals[2]);
   stats.lr = lr;
-  if (samples > 0) {
-    stats.loss = loss_sum.item<double>() / double(samples);
-    stats.accuracy = 100.0 * correct.item<double>() / double(samples);  // waits for the GPU
+  if (totals[2] > 0) {
+    stats.loss = totals[0] / totals[2];
+    stats.accuracy = 100.0 * totals[1] / totals[2];
   }
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return stats;
 }
 
 double evaluate(nn::UnaryModule& model, data::DataLoader& loader, const std::string& label,
-                std::optional<DType> autocast_dtype) {
+                std::optional<DType> autocast_dtype, const Reporting& reporting) {
   NoGradGuard no_grad;
   model.eval();
-  Progress bar(label, loader.size(), Progress::Mode::Silent);
+  std::optional<Progress> bar;
+  if (reporting.progress) bar.emplace(label, loader.size(), Progress::Mode::Silent);
   Tensor correct;
   int64_t samples = 0, done = 0;
   for (data::Batch& batch : loader) {
@@ -89,11 +97,13 @@ double evaluate(nn::UnaryModule& model, data::DataLoader& loader, const std::str
     correct = correct.defined() ? correct + batch_correct : batch_correct;
     samples += batch.input.size(0);
     ++done;
-    if (bar.due(done)) bar.draw(done, samples, -1);
+    if (bar && bar->due(done)) bar->draw(done, samples, -1);
   }
-  bar.finish();
+  if (bar) bar->finish();
   model.train();
-  return samples > 0 ? 100.0 * correct.item<double>() / double(samples) : 0.0;
+  std::vector<double> totals = {samples > 0 ? correct.item<double>() : 0.0, double(samples)};
+  if (reporting.sum) reporting.sum(totals);
+  return totals[1] > 0 ? 100.0 * totals[0] / totals[1] : 0.0;
 }
 
 }  // namespace ember::train

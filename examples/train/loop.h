@@ -20,6 +20,12 @@
 //   (evaluation's forward too); with a scaler, backward runs on the scaled
 //   loss and the scaler steps the optimizer (skipping steps whose gradients
 //   overflowed) and updates its scale.
+// - Distributed runs: with Reporting::sum, the epoch's loss sum, correct
+//   count and sample count are added up over the ranks before the mean
+//   loss and the accuracies are taken, so every rank returns the numbers of
+//   the whole epoch (of the whole test set when each rank evaluates its own
+//   share). The progress display shows this rank's running loss, and only
+//   where Reporting::progress is set (rank 0).
 // - Accuracies are percentages.
 #pragma once
 
@@ -27,6 +33,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "data/data_loader.h"
 #include "nn/module.h"
@@ -52,11 +59,20 @@ struct MixedPrecision {
   amp::GradScaler* scaler = nullptr;   // float16: dynamic loss scaling
 };
 
+// Adds up, in place, each rank's values of a distributed run (the same
+// result on every rank).
+using SumOverRanks = std::function<void(std::vector<double>&)>;
+
+struct Reporting {
+  bool progress = true;  // draw the progress display
+  SumOverRanks sum;      // empty: one process
+};
+
 TrainStats train_epoch(nn::UnaryModule& model, data::DataLoader& loader, optim::Optimizer& optimizer,
                        optim::LRScheduler* scheduler, const Augmentation& augment, const std::string& label,
-                       const MixedPrecision& mixed = {});
+                       const MixedPrecision& mixed = {}, const Reporting& reporting = {});
 
 double evaluate(nn::UnaryModule& model, data::DataLoader& loader, const std::string& label,
-                std::optional<DType> autocast_dtype = std::nullopt);
+                std::optional<DType> autocast_dtype = std::nullopt, const Reporting& reporting = {});
 
 }  // namespace ember::train

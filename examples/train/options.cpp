@@ -100,7 +100,8 @@ const std::vector<Flag>& flags() {
        [](Raw& r, const std::string& f, const std::string& v) {
          r.options.epochs = parse_integer<int64_t>(f, v, 1, 100000);
        }},
-      {"--batch-size", "N", "examples per training step (and per evaluation batch); default 64",
+      {"--batch-size", "N", "examples per training step (and per evaluation batch), per rank when distributed "
+                            "(the global batch is N times the number of ranks); default 64",
        [](Raw& r, const std::string& f, const std::string& v) {
          r.options.batch_size = parse_integer<int64_t>(f, v, 1, 1 << 20);
        }},
@@ -167,6 +168,22 @@ const std::vector<Flag>& flags() {
        [](Raw& r, const std::string& f, const std::string& v) {
          r.options.stop_after = parse_integer<int64_t>(f, v, 0, 100000);
        }},
+      {"--distributed", nullptr, "train as one rank of a data-parallel run (DistributedDataParallel): join the "
+                                 "process group that the launcher's variables describe (RANK, WORLD_SIZE, "
+                                 "MASTER_ADDR, MASTER_PORT). Implied under ember-run (or torchrun, mpirun, srun) "
+                                 "with more than one rank. Each rank trains on its share of the training set "
+                                 "(DistributedSampler) and evaluates its share of the test set; rank 0 prints, logs "
+                                 "and checkpoints. CPU only for now, through gloo: distributed CUDA training needs "
+                                 "the NCCL backend, which this build lacks; default off",
+       [](Raw& r, const std::string&, const std::string&) { r.options.distributed = true; }},
+      {"--dist-timeout", "S", "distributed: seconds a collective may wait for the other ranks before the run fails "
+                              "(a rank that died or hangs); default 1800",
+       [](Raw& r, const std::string& f, const std::string& v) {
+         r.options.dist_timeout = std::chrono::seconds(parse_integer<int64_t>(f, v, 1, 86400));
+       }},
+      {"--sync-bn", nullptr, "cnn, distributed: normalize with the batch statistics of all ranks (SyncBatchNorm) "
+                             "instead of each rank's own; default off",
+       [](Raw& r, const std::string&, const std::string&) { r.options.sync_bn = true; }},
       {"--help", nullptr, "print this text and exit", [](Raw& r, const std::string&, const std::string&) {
          r.options.help = true;
        }},
@@ -225,6 +242,7 @@ Options finish(Raw raw) {
   if (o.stop_after > 0 && o.checkpoint.empty()) {
     throw UsageError("--stop-after: without --checkpoint the run could not be continued; add --checkpoint FILE");
   }
+  if (o.sync_bn && o.model != ModelKind::CNN) throw UsageError("--sync-bn: the mlp has no BatchNorm; use --model cnn");
   if (o.data.empty()) o.data = data::kFashionMNISTRoot;
   std::error_code ec;
   if (!std::filesystem::is_directory(o.data, ec)) {

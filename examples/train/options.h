@@ -15,9 +15,13 @@
 // - Paths are checked as far as they can be before training: --data must be
 //   a directory, --resume a readable file, and the directories of --log and
 //   --checkpoint must exist. --stop-after needs --checkpoint (or the run
-//   could not be continued) and may not exceed --epochs.
+//   could not be continued) and may not exceed --epochs. --sync-bn needs
+//   the cnn (the mlp has no BatchNorm).
+// - Whether a run is distributed is decided when it starts, from
+//   --distributed and the launcher's variables (examples/train/distributed.h).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -59,6 +63,9 @@ struct Options {
   std::string checkpoint;      // empty: no checkpoints
   std::string resume;          // empty: start from scratch
   int64_t stop_after = 0;      // 0: run to --epochs
+  bool distributed = false;    // --distributed (also implied by a launcher's WORLD_SIZE > 1)
+  std::chrono::milliseconds dist_timeout = std::chrono::minutes(30);
+  bool sync_bn = false;        // cnn: SyncBatchNorm in a distributed run
   bool help = false;
 };
 
