@@ -26,5 +26,8 @@
 #include "parallel/amp/grad_scaler.h"
 #include "parallel/amp/master_weights.h"
 #include "parallel/checkpoint.h"
+#include "parallel/comm_hooks.h"
+#include "parallel/distributed_data_parallel.h"
 #include "parallel/init.h"
+#include "parallel/sync_batch_norm.h"
 #include "parallel/tcp_store.h"

@@ -136,8 +136,8 @@ int run(const Options& o) {
   loading.device = device;
   data::DataLoader test_loader(evaluation_share(test_set, dist.rank, dist.world_size), loading);
   if (dist.enabled) {
-    loading.sampler = std::make_shared<data::DistributedSampler>(
-        train_set->size(), dist.world_size, dist.rank, data::DistributedSamplerOptions{.shuffle = true, .seed = o.seed});
+    const data::DistributedSamplerOptions share{.shuffle = true, .seed = o.seed};
+    loading.sampler = std::make_shared<data::DistributedSampler>(train_set->size(), dist.world_size, dist.rank, share);
   } else {
     loading.shuffle = true;
     loading.seed = o.seed;

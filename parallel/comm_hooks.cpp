@@ -11,7 +11,8 @@ namespace ember::parallel {
 
 BucketFuture::BucketFuture(Tensor value) : value_(std::move(value)) {}
 
-BucketFuture::BucketFuture(std::shared_ptr<Work> work, Tensor value) : work_(std::move(work)), value_(std::move(value)) {}
+BucketFuture::BucketFuture(std::shared_ptr<Work> work, Tensor value)
+    : work_(std::move(work)), value_(std::move(value)) {}
 
 BucketFuture::BucketFuture(std::shared_ptr<Work> work, std::function<Tensor()> then)
     : work_(std::move(work)), then_(std::move(then)) {}

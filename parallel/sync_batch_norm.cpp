@@ -68,7 +68,9 @@ void convert_children(nn::Module& parent, const std::string& path, const std::sh
     auto sync = std::make_shared<SyncBatchNorm>(bn, group);
     sync->train(bn.is_training());
     parent.replace_module(item.key, sync);
-    if (!is_container(parent)) watched.push_back({child_path + "' (a " + bn.name() + " in a " + parent.name(), item.value});
+    if (!is_container(parent)) {
+      watched.push_back({child_path + "' (a " + bn.name() + " in a " + parent.name(), item.value});
+    }
   }
 }
 

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,10 @@ struct DistConfig {
   Device device;
   int world_size;
 };
+
+inline void PrintTo(const DistConfig& c, std::ostream* os) {
+  *os << c.backend << " on " << c.device.str() << " with " << c.world_size << " ranks";
+}
 
 inline std::string config_name(const ::testing::TestParamInfo<DistConfig>& info) {
   const DistConfig& c = info.param;
@@ -52,8 +57,8 @@ inline std::string why_not_runnable(const DistConfig& c) {
     if (!why.empty()) GTEST_SKIP() << why;                               \
   } while (0)
 
-inline std::shared_ptr<parallel::ProcessGroup> make_group(RankContext& ctx, const DistConfig& c,
-                                                          std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+inline std::shared_ptr<parallel::ProcessGroup> make_group(
+    RankContext& ctx, const DistConfig& c, std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
   return parallel::new_group(c.backend, ctx.store, ctx.rank, ctx.world_size, {.timeout = timeout, .debug = false});
 }
 

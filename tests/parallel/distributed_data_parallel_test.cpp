@@ -60,12 +60,13 @@ std::shared_ptr<DDP> wrap(const std::shared_ptr<nn::Module>& m, const std::share
 // Several steps of DDP (each rank on its shard) against one process on the
 // concatenated batch, for an optimizer made by make_opt.
 template <typename MakeOpt>
-void expect_same_training(RankContext& ctx, const DistConfig& c, MakeOpt make_opt, const char* what) {
+void expect_same_training(RankContext& ctx, const DistConfig& c, MakeOpt make_opt, const char* what,
+                          DistributedDataParallelOptions options) {
   auto group = make_group(ctx, c);
   // Each rank initializes differently: DDP must start every rank from rank 0's values.
   auto model = small_mlp(100 + ctx.rank, c.device);
   auto reference = small_mlp(100, c.device);
-  auto ddp = wrap(model, group);
+  auto ddp = wrap(model, group, options);
   EXPECT_EQ(max_param_diff(*model, *reference), 0.0) << what << ": the start-up broadcast";
   auto opt = make_opt(ddp->parameters());
   auto ref_opt = make_opt(reference->parameters());
@@ -90,11 +91,14 @@ TEST_P(DDPConfigs, MatchesOneProcessOnTheConcatenatedBatch) {
   SKIP_UNLESS_RUNNABLE(GetParam());
   const DistConfig c = GetParam();
   auto results = testing::run_ranks(c.world_size, [&](RankContext& ctx) {
+    auto sgd = [](TensorList p) {
+      return std::make_unique<optim::SGD>(p, optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
+    };
+    expect_same_training(ctx, c, sgd, "SGD", {});
+    // Adam, with gradients copied in and out of the buckets instead of being views.
     expect_same_training(
-        ctx, c, [](TensorList p) { return std::make_unique<optim::SGD>(p, optim::SGDOptions{.lr = 0.1, .momentum = 0.9}); },
-        "SGD");
-    expect_same_training(
-        ctx, c, [](TensorList p) { return std::make_unique<optim::Adam>(p, optim::AdamOptions{.lr = 0.01}); }, "Adam");
+        ctx, c, [](TensorList p) { return std::make_unique<optim::Adam>(p, optim::AdamOptions{.lr = 0.01}); }, "Adam",
+        {.gradient_as_bucket_view = false});
   });
   EXPECT_TRUE(testing::all_passed(results));
 }
@@ -253,45 +257,49 @@ TEST_P(DDPConfigs, UnusedParametersWithFindUnusedParameters) {
     const int w = ctx.world_size;
     // "extra" is used on even ranks only, "never" by no rank.
     auto uses_extra = [](int r) { return r % 2 == 0; };
-    auto model = std::make_shared<Branchy>(uses_extra(ctx.rank), c.device);
-    auto ddp = wrap(model, group, {.find_unused_parameters = true});
-    optim::SGD opt(ddp->parameters(), {.lr = 0.1});
-    auto reference = std::make_shared<Branchy>(true, c.device);
-    optim::SGD ref_opt(reference->parameters(), {.lr = 0.1});
-    for (int step = 0; step < 3; ++step) {
-      Batch all = global_batch({6}, 4 * w, 400 + step, c.device);
-      if (step == 2) {
-        // A defined gradient of a parameter no rank uses stays exactly as it is.
-        model->never->weight.set_grad(full({8, 8}, 3.0, DType::Float64, c.device));
-        reference->never->weight.set_grad(full({8, 8}, 3.0, DType::Float64, c.device));
-      } else {
-        opt.zero_grad();
-        ref_opt.zero_grad();
+    for (bool views : {true, false}) {
+      SCOPED_TRACE(views ? "gradients as bucket views" : "gradients copied");
+      auto model = std::make_shared<Branchy>(uses_extra(ctx.rank), c.device);
+      auto ddp = wrap(model, group, {.find_unused_parameters = true, .gradient_as_bucket_view = views});
+      optim::SGD opt(ddp->parameters(), {.lr = 0.1});
+      auto reference = std::make_shared<Branchy>(true, c.device);
+      optim::SGD ref_opt(reference->parameters(), {.lr = 0.1});
+      for (int step = 0; step < 3; ++step) {
+        Batch all = global_batch({6}, 4 * w, 400 + step, c.device);
+        if (step == 2) {
+          // A defined gradient of a parameter no rank uses stays exactly as it
+          // is, even where the ranks' values differ (their mean would not).
+          model->never->weight.set_grad(full({8, 8}, 1.0 + ctx.rank, DType::Float64, c.device));
+        } else {
+          opt.zero_grad();
+          ref_opt.zero_grad();
+        }
+        loss_of(*ddp, shard(all, ctx.rank, w)).backward();
+        Tensor total;
+        for (int r = 0; r < w; ++r) {
+          reference->use_extra = uses_extra(r);
+          Tensor l = loss_of(*reference, shard(all, r, w)) / double(w);
+          total = total.defined() ? total + l : l;
+        }
+        total.backward();
+        EXPECT_FALSE(model->never->bias.grad().defined()) << "an undefined grad must stay undefined";
+        if (step == 2) {
+          EXPECT_EQ(max_abs_diff(model->never->weight.grad(), full({8, 8}, 1.0 + ctx.rank, DType::Float64)), 0.0);
+          model->never->weight.set_grad(Tensor());  // not to be stepped: the reference has no such gradient
+        } else {
+          EXPECT_FALSE(model->never->weight.grad().defined());
+        }
+        for (const auto& [name, p] : std::vector<std::pair<std::string, Tensor>>{
+                 {"a.weight", model->a->weight}, {"extra.weight", model->extra->weight}, {"b.bias", model->b->bias}}) {
+          const Tensor rp = reference->named_parameters().at(name);
+          ASSERT_TRUE(p.grad().defined()) << name;
+          EXPECT_LT(max_abs_diff(p.grad(), rp.grad()), kTol) << name << " step " << step;
+        }
+        opt.step();
+        ref_opt.step();
       }
-      loss_of(*ddp, shard(all, ctx.rank, w)).backward();
-      Tensor total;
-      for (int r = 0; r < w; ++r) {
-        reference->use_extra = uses_extra(r);
-        Tensor l = loss_of(*reference, shard(all, r, w)) / double(w);
-        total = total.defined() ? total + l : l;
-      }
-      total.backward();
-      EXPECT_FALSE(model->never->bias.grad().defined()) << "an undefined grad must stay undefined";
-      if (step == 2) {
-        EXPECT_EQ(max_abs_diff(model->never->weight.grad(), full({8, 8}, 3.0, DType::Float64)), 0.0);
-      } else {
-        EXPECT_FALSE(model->never->weight.grad().defined());
-      }
-      for (const auto& [name, p] : std::vector<std::pair<std::string, Tensor>>{
-               {"a.weight", model->a->weight}, {"extra.weight", model->extra->weight}, {"b.bias", model->b->bias}}) {
-        const Tensor rp = reference->named_parameters().at(name);
-        ASSERT_TRUE(p.grad().defined()) << name;
-        EXPECT_LT(max_abs_diff(p.grad(), rp.grad()), kTol) << name << " step " << step;
-      }
-      opt.step();
-      ref_opt.step();
+      EXPECT_LT(max_param_diff(*model, *reference), kTol);
     }
-    EXPECT_LT(max_param_diff(*model, *reference), kTol);
   });
   EXPECT_TRUE(testing::all_passed(results));
 }
@@ -332,8 +340,9 @@ TEST(DistributedDataParallel, MismatchedModelsAreAnErrorNamingTheRankAndTheParam
   auto results = testing::run_ranks(3, [](RankContext& ctx) {
     auto group = new_group("gloo", ctx.store, ctx.rank, ctx.world_size, {.timeout = 10s});
     // Rank 2's last layer has 5 outputs.
-    auto shape_differs = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(6, 12), std::make_shared<nn::ReLU>(),
-                                                          std::make_shared<nn::Linear>(12, ctx.rank == 2 ? 5 : 4));
+    auto shape_differs =
+        std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(6, 12), std::make_shared<nn::ReLU>(),
+                                         std::make_shared<nn::Linear>(12, ctx.rank == 2 ? 5 : 4));
     EXPECT_TRUE(throws_with([&] { wrap(shape_differs, group); },
                             {"the ranks wrap different models: rank 2 has parameter '2.weight' [5, 12] float32 where "
                              "rank 0 has parameter '2.weight' [4, 12] float32"}));

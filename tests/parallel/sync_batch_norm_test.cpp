@@ -191,9 +191,11 @@ class Holder : public nn::UnaryModule {
 };
 
 TEST(ConvertSyncBatchnorm, ReplacesEveryBatchNormInTheTreeKeepingTheTensors) {
-  auto inner = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(4, 4), std::make_shared<nn::BatchNorm1d>(4));
-  auto net = std::make_shared<nn::Sequential>(std::make_shared<nn::Conv2d>(1, 2, 3), std::make_shared<nn::BatchNorm2d>(2),
-                                              std::make_shared<nn::Flatten>(), inner);
+  auto inner =
+      std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(4, 4), std::make_shared<nn::BatchNorm1d>(4));
+  auto net = std::make_shared<nn::Sequential>(std::make_shared<nn::Conv2d>(1, 2, 3),
+                                              std::make_shared<nn::BatchNorm2d>(2), std::make_shared<nn::Flatten>(),
+                                              inner);
   net->at<nn::BatchNorm2d>(1)->eval();
   const TensorList params = net->parameters(), buffers = net->buffers();
   const std::vector<std::string> names = net->state_dict().keys();
