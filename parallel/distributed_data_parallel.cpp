@@ -86,12 +86,13 @@ std::string first_difference(const std::vector<std::vector<std::string>>& ranks)
   return "DistributedDataParallel: the ranks' model descriptions hash differently but read the same (an ember bug)";
 }
 
-void verify_same_model(ProcessGroup& group, const nn::Module& module) {
+// Collectives run on `device` (the module's: a GPU backend takes GPU tensors only).
+void verify_same_model(ProcessGroup& group, const nn::Module& module, Device device) {
   const std::string text = join_lines(describe_module(module));
-  Tensor mine = from_vector<int64_t>({int64_t(fnv1a(text)), int64_t(text.size())});
-  Tensor all = zeros({group.size(), 2}, DType::Int64);
+  Tensor mine = from_vector<int64_t>({int64_t(fnv1a(text)), int64_t(text.size())}).to(device);
+  Tensor all = zeros({group.size(), 2}, DType::Int64, device);
   group.all_gather_into_tensor(all, mine)->wait();
-  std::vector<int64_t> summary = to_vector<int64_t>(all);
+  std::vector<int64_t> summary = to_vector<int64_t>(all.cpu());
   int64_t longest = 0;
   bool same = true;
   for (int r = 0; r < group.size(); ++r) {
@@ -102,10 +103,10 @@ void verify_same_model(ProcessGroup& group, const nn::Module& module) {
   // Characters as int32 (collectives take no bytes), padded with -1.
   std::vector<int32_t> chars(size_t(std::max<int64_t>(longest, 1)), -1);
   for (size_t i = 0; i < text.size(); ++i) chars[i] = int32_t(static_cast<unsigned char>(text[i]));
-  Tensor mine_text = from_vector<int32_t>(chars);
-  Tensor all_text = zeros({group.size(), int64_t(chars.size())}, DType::Int32);
+  Tensor mine_text = from_vector<int32_t>(chars).to(device);
+  Tensor all_text = zeros({group.size(), int64_t(chars.size())}, DType::Int32, device);
   group.all_gather_into_tensor(all_text, mine_text)->wait();
-  std::vector<int32_t> gathered = to_vector<int32_t>(all_text);
+  std::vector<int32_t> gathered = to_vector<int32_t>(all_text.cpu());
   std::vector<std::vector<std::string>> ranks;
   for (int r = 0; r < group.size(); ++r) {
     std::string s;
@@ -202,7 +203,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
                                                        << ") is not contiguous; DDP needs contiguous parameters");
   }
 
-  verify_same_model(*group_, *module_);
+  verify_same_model(*group_, *module_, first->second);
   TensorList everything = params.values();
   buffers_ = buffers.values();
   everything.insert(everything.end(), buffers_.begin(), buffers_.end());
