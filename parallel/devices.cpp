@@ -91,7 +91,10 @@ std::string trim(const std::string& s) {
 
 std::string join(const std::vector<int>& ids) {
   std::string s;
-  for (size_t i = 0; i < ids.size(); ++i) s += (i ? "," : "") + std::to_string(ids[i]);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(ids[i]);
+  }
   return s;
 }
 
@@ -181,11 +184,15 @@ std::string describe_visible_mapping() {
   const std::vector<VisibleEntry> entries = env ? parse_visible_devices(*env) : std::vector<VisibleEntry>{};
   std::string logical, physical;
   for (size_t i = 0; i < visible.size(); ++i) {
-    logical += (i ? "," : "") + std::to_string(i);
+    if (i) {
+      logical += ',';
+      physical += ',';
+    }
+    logical += std::to_string(i);
     std::string p = visible[i].physical >= 0 ? std::to_string(visible[i].physical)
                     : i < entries.size()     ? entries[i].token
                                              : "?";
-    physical += (i ? "," : "") + p;
+    physical += p;
   }
   if (!env) {
     if (visible.empty()) return "CUDA_VISIBLE_DEVICES is unset";
