@@ -20,3 +20,4 @@
 #include "nn/safetensors.h"
 #include "optim/checkpoint.h"
 #include "optim/optim.h"
+#include "parallel/parallel.h"
