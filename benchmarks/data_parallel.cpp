@@ -85,7 +85,8 @@ double time_case(const Case& c, const std::vector<Device>& devices, std::optiona
 
 int parse_count(const std::string& flag, const std::string& value, int max) {
   const int n = std::atoi(value.c_str());
-  if (n < 1 || n > max) usage_error(flag + ": expected a count from 1 to " + std::to_string(max) + ", got '" + value + "'");
+  if (n < 1 || n > max)
+    usage_error(flag + ": expected a count from 1 to " + std::to_string(max) + ", got '" + value + "'");
   return n;
 }
 

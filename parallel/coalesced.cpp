@@ -74,18 +74,17 @@ Tensor flatten_bucket(const TensorList& tensors, const Bucket& bucket, Device de
       parts.push_back(zeros({numel_of(bucket.shapes[j])}, bucket.dtype, device));
       continue;
     }
-    EMBER_CHECK(t.device() == device, "flatten_bucket: member " << j << " (" << detail::describe(t)
-                                                                << ") is not on " << device
-                                                                << " like the rest of its bucket");
+    EMBER_CHECK(t.device() == device, "flatten_bucket: member " << j << " (" << detail::describe(t) << ") is not on "
+                                                                << device << " like the rest of its bucket");
     parts.push_back(t.reshape({-1}));
   }
   return parts.size() == 1 ? parts[0] : cat(parts, 0);
 }
 
 TensorList unflatten_bucket(const Tensor& flat, const Bucket& bucket) {
-  EMBER_CHECK(flat.dim() == 1 && flat.numel() == bucket.numel,
-              "unflatten_bucket: a bucket of " << bucket.numel << " elements does not fit in "
-                                               << detail::describe(flat));
+  EMBER_CHECK(flat.dim() == 1 && flat.numel() == bucket.numel, "unflatten_bucket: a bucket of "
+                                                                   << bucket.numel << " elements does not fit in "
+                                                                   << detail::describe(flat));
   TensorList views;
   int64_t offset = 0;
   for (const Shape& shape : bucket.shapes) {
@@ -98,9 +97,9 @@ TensorList unflatten_bucket(const Tensor& flat, const Bucket& bucket) {
 
 std::vector<TensorList> broadcast_coalesced(const TensorList& tensors, const std::vector<Device>& devices,
                                             const std::vector<Bucket>& buckets, BucketTransport& transport) {
-  EMBER_CHECK(bucketed_count(buckets) == tensors.size(),
-              "broadcast_coalesced: the buckets hold " << bucketed_count(buckets) << " tensors, not "
-                                                       << tensors.size());
+  EMBER_CHECK(bucketed_count(buckets) == tensors.size(), "broadcast_coalesced: the buckets hold "
+                                                             << bucketed_count(buckets) << " tensors, not "
+                                                             << tensors.size());
   NoGradGuard no_grad;
   std::vector<TensorList> copies(devices.size(), TensorList(tensors.size()));
   for (const Bucket& b : buckets) {

@@ -127,9 +127,10 @@ void DataParallel::adopt_module() {
 }
 
 void DataParallel::set_devices(std::vector<Device> device_ids) {
-  EMBER_CHECK(!device_ids.empty(), "DataParallel: device_ids is empty; give the devices to run on (std::vector<int>{0, "
-                                   "1} for two GPUs, std::vector<Device>(2, kCPU) for two CPU replicas), or use "
-                                   "DataParallel(module) for every visible GPU");
+  EMBER_CHECK(!device_ids.empty(),
+              "DataParallel: device_ids is empty; give the devices to run on (std::vector<int>{0, "
+              "1} for two GPUs, std::vector<Device>(2, kCPU) for two CPU replicas), or use "
+              "DataParallel(module) for every visible GPU");
   const bool cuda = device_ids[0].is_cuda();
   std::set<int> seen;
   for (const Device& d : device_ids) {
@@ -138,17 +139,17 @@ void DataParallel::set_devices(std::vector<Device> device_ids) {
                                                                     "the CPU only (listed once per replica)");
     if (!cuda) continue;
     check_cuda_device(d, "device_ids has");
-    EMBER_CHECK(seen.insert(d.index).second,
-                "DataParallel: device_ids " << devices_str(device_ids) << " lists " << d
-                                            << " twice; a GPU holds one replica, so list each GPU once (only the "
-                                               "CPU may repeat, one entry per CPU replica)");
+    EMBER_CHECK(seen.insert(d.index).second, "DataParallel: device_ids "
+                                                 << devices_str(device_ids) << " lists " << d
+                                                 << " twice; a GPU holds one replica, so list each GPU once (only the "
+                                                    "CPU may repeat, one entry per CPU replica)");
   }
   device_ids_ = std::move(device_ids);
   output_device_ = options_.output_device.value_or(device_ids_[0]);
   if (output_device_.is_cuda()) check_cuda_device(output_device_, "output_device");
   if (cuda && device_ids_.size() > 1) check_balance(device_ids_);
-  replicas_ = std::make_unique<ReplicaSet>(module_, device_ids_, options_.mode, options_.bucket_bytes,
-                                           options_.transport);
+  replicas_ =
+      std::make_unique<ReplicaSet>(module_, device_ids_, options_.mode, options_.bucket_bytes, options_.transport);
 }
 
 std::vector<Value> DataParallel::scatter(const Value& inputs, const std::vector<Device>& devices) {
@@ -177,7 +178,8 @@ void DataParallel::warn_about_pieces(const Value& inputs, const std::vector<Valu
               "DataParallel: the batch of " + std::to_string(n) + along + " is not a multiple of the " +
                   std::to_string(devices) + " devices, so its pieces " + sizes +
                   " are uneven and the devices with less work wait for the others; a batch size that is a multiple "
-                  "of " + std::to_string(devices) + " (" + std::to_string(lower) + " or " +
+                  "of " +
+                  std::to_string(devices) + " (" + std::to_string(lower) + " or " +
                   std::to_string(lower + int64_t(devices)) + ") balances them");
   }
 }
@@ -187,10 +189,11 @@ Value DataParallel::forward(const Value& inputs) {
   check_module_device(*module_, device_ids_[0]);
   std::vector<Value> pieces = scatter(inputs, device_ids_);
   const size_t k = device_ids_.size();
-  EMBER_CHECK(!pieces.empty() && pieces.size() <= k, "DataParallel: scatter gave " << pieces.size()
-                                                                                   << " pieces for " << k
+  EMBER_CHECK(!pieces.empty() && pieces.size() <= k, "DataParallel: scatter gave " << pieces.size() << " pieces for "
+                                                                                   << k
                                                                                    << " devices; it must give between "
-                                                                                      "1 and " << k);
+                                                                                      "1 and "
+                                                                                   << k);
   const std::vector<Device> used(device_ids_.begin(), device_ids_.begin() + ptrdiff_t(pieces.size()));
   for (size_t i = 0; i < pieces.size(); ++i) pieces[i] = placed_on(pieces[i], used[i]);
   std::vector<std::shared_ptr<nn::Module>> modules = replicas_->update(pieces.size());

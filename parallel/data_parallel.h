@@ -77,7 +77,8 @@ namespace ember::parallel {
 
 // A custom scatter: one Value per device used (at most devices.size()),
 // piece k meant for devices[k].
-using ScatterFn = std::function<std::vector<Value>(const Value& inputs, const std::vector<Device>& devices, int64_t dim)>;
+using ScatterFn =
+    std::function<std::vector<Value>(const Value& inputs, const std::vector<Device>& devices, int64_t dim)>;
 
 struct DataParallelOptions {
   std::optional<Device> output_device;  // where the outputs are gathered; device_ids[0] when unset

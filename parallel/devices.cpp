@@ -169,8 +169,10 @@ std::vector<VisibleDevice> visible_devices() {
       }
     }
     if (v.physical < 0) {
-      if (!env) v.physical = int(i);
-      else if (i < entries.size() && entries[i].kind == VisibleEntry::Kind::Index) v.physical = entries[i].index;
+      if (!env)
+        v.physical = int(i);
+      else if (i < entries.size() && entries[i].kind == VisibleEntry::Kind::Index)
+        v.physical = entries[i].index;
     }
     out.push_back(std::move(v));
   }
@@ -212,9 +214,9 @@ void check_visible_device(int logical_id) {
 #else
     const char* why = "this ember was built without CUDA (EMBER_WITH_CUDA=OFF)";
 #endif
-    EMBER_FAIL("Invalid device id " << logical_id << ": no CUDA device is visible (CUDA_VISIBLE_DEVICES="
-                                    << env.value_or("unset") << "; " << why
-                                    << "). Run on a machine with a GPU, or use CPU devices");
+    EMBER_FAIL("Invalid device id " << logical_id
+                                    << ": no CUDA device is visible (CUDA_VISIBLE_DEVICES=" << env.value_or("unset")
+                                    << "; " << why << "). Run on a machine with a GPU, or use CPU devices");
   }
   EMBER_FAIL("Invalid device id " << logical_id << ": " << count << " CUDA device" << (count == 1 ? " is" : "s are")
                                   << " visible (" << describe_visible_mapping() << "); use "
@@ -225,8 +227,8 @@ void set_visible_devices(const std::vector<int>& physical_ids) {
   std::set<int> seen;
   for (int id : physical_ids) {
     EMBER_CHECK(id >= 0, "set_visible_devices: physical GPU ids are non-negative, got " << id);
-    EMBER_CHECK(seen.insert(id).second, "set_visible_devices: GPU " << id << " is listed twice in ["
-                                                                     << join(physical_ids) << "]");
+    EMBER_CHECK(seen.insert(id).second,
+                "set_visible_devices: GPU " << id << " is listed twice in [" << join(physical_ids) << "]");
   }
   DeviceSystem& sys = device_system();
   const std::string value = join(physical_ids);
@@ -242,8 +244,9 @@ void set_visible_devices(const std::vector<int>& physical_ids) {
   }
   const std::vector<PhysicalDevice> gpus = physical_or_empty(sys);
   for (int id : physical_ids) {
-    EMBER_CHECK(gpus.empty() || size_t(id) < gpus.size(), "set_visible_devices: there is no GPU " << id << "; the "
-                                                                                                   << gpus.size() << " GPUs are:" << gpu_table(gpus));
+    EMBER_CHECK(gpus.empty() || size_t(id) < gpus.size(), "set_visible_devices: there is no GPU "
+                                                              << id << "; the " << gpus.size()
+                                                              << " GPUs are:" << gpu_table(gpus));
   }
   sys.setenv("CUDA_VISIBLE_DEVICES", value);
   if (!sys.getenv("CUDA_DEVICE_ORDER")) sys.setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
@@ -266,12 +269,12 @@ std::vector<int> select_free_devices(int n, uint64_t max_used_mib) {
   for (const PhysicalDevice& g : gpus) {
     if (g.used_memory <= max_used_mib * kMiB) free.push_back(g);
   }
-  EMBER_CHECK(free.size() >= size_t(n), "select_free_devices: asked for "
-                                            << n << " GPU" << (n == 1 ? "" : "s") << " using at most " << max_used_mib
-                                            << " MiB each, but " << (free.empty() ? "none" : "only " + std::to_string(free.size()))
-                                            << " of the " << gpus.size() << " GPUs qualif"
-                                            << (free.size() == 1 ? "ies" : "y") << ":" << gpu_table(gpus)
-                                            << "\nWait for GPUs to free up, ask for fewer, or raise max_used_mib");
+  EMBER_CHECK(free.size() >= size_t(n),
+              "select_free_devices: asked for "
+                  << n << " GPU" << (n == 1 ? "" : "s") << " using at most " << max_used_mib << " MiB each, but "
+                  << (free.empty() ? "none" : "only " + std::to_string(free.size())) << " of the " << gpus.size()
+                  << " GPUs qualif" << (free.size() == 1 ? "ies" : "y") << ":" << gpu_table(gpus)
+                  << "\nWait for GPUs to free up, ask for fewer, or raise max_used_mib");
   std::stable_sort(free.begin(), free.end(),
                    [](const PhysicalDevice& a, const PhysicalDevice& b) { return a.used_memory < b.used_memory; });
   std::vector<int> chosen;

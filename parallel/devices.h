@@ -59,10 +59,10 @@ struct PhysicalDevice {
   int index = 0;
   std::string name;
   std::string uuid;
-  std::string pci_bus_id;  // "00000000:65:00.0"
+  std::string pci_bus_id;     // "00000000:65:00.0"
   uint64_t used_memory = 0;   // bytes
   uint64_t total_memory = 0;  // bytes
-  unsigned utilization = 0;   // percent of the last sample period with a kernel running
+  unsigned utilization = 0;   // percent of the last sample period with a kernel running (0: not reported)
 };
 
 struct VisibleDevice {

@@ -38,9 +38,8 @@ struct nvmlPciInfo_t {
 };
 
 constexpr nvmlReturn_t kSuccess = 0;
-constexpr nvmlReturn_t kNotSupported = 3;   // NVML_ERROR_NOT_SUPPORTED
-constexpr unsigned kNameBufferSize = 96;    // NVML_DEVICE_NAME_V2_BUFFER_SIZE
-constexpr unsigned kUuidBufferSize = 96;    // NVML_DEVICE_UUID_V2_BUFFER_SIZE
+constexpr unsigned kNameBufferSize = 96;  // NVML_DEVICE_NAME_V2_BUFFER_SIZE
+constexpr unsigned kUuidBufferSize = 96;  // NVML_DEVICE_UUID_V2_BUFFER_SIZE
 
 struct Nvml {
   std::string load_error;  // empty when loaded
@@ -90,8 +89,8 @@ const Nvml& nvml() {
 }
 
 std::string describe(const Nvml& n, nvmlReturn_t r) {
-  return (n.error_string ? std::string(n.error_string(r)) : std::string("error")) + " (NVML code " +
-         std::to_string(r) + ")";
+  return (n.error_string ? std::string(n.error_string(r)) : std::string("error")) + " (NVML code " + std::to_string(r) +
+         ")";
 }
 
 }  // namespace
@@ -117,8 +116,8 @@ std::vector<PhysicalDevice> nvml_devices() {
   std::vector<PhysicalDevice> gpus;
   for (unsigned int i = 0; i < count; ++i) {
     auto check = [&](nvmlReturn_t result, const char* call) {
-      EMBER_CHECK(result == kSuccess, "physical_devices: " << call << " failed for GPU " << i << ": "
-                                                           << describe(n, result));
+      EMBER_CHECK(result == kSuccess,
+                  "physical_devices: " << call << " failed for GPU " << i << ": " << describe(n, result));
     };
     nvmlDevice_t device = nullptr;
     check(n.handle_by_index(i, &device), "nvmlDeviceGetHandleByIndex_v2");
@@ -137,10 +136,10 @@ std::vector<PhysicalDevice> nvml_devices() {
     check(n.memory_info(device, &memory), "nvmlDeviceGetMemoryInfo");
     g.used_memory = memory.used;
     g.total_memory = memory.total;
+    // Informational only, and not reported for MIG or vGPU devices (nor
+    // without permission on some systems): 0 then, rather than no table.
     nvmlUtilization_t use{};
-    r = n.utilization(device, &use);
-    if (r != kNotSupported) check(r, "nvmlDeviceGetUtilizationRates");  // MIG, vGPU: not reported
-    g.utilization = r == kSuccess ? use.gpu : 0;
+    g.utilization = n.utilization(device, &use) == kSuccess ? use.gpu : 0;
     gpus.push_back(std::move(g));
   }
   return gpus;

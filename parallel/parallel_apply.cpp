@@ -5,6 +5,7 @@
 #include <exception>
 #include <mutex>
 #include <optional>
+#include <system_error>
 #include <thread>
 
 #include "core/error.h"
@@ -46,16 +47,25 @@ struct ReplicaThreads::State {
 };
 
 ReplicaThreads::ReplicaThreads(size_t workers) : state_(std::make_unique<State>()) {
-  for (size_t i = 0; i < workers; ++i) state_->threads.emplace_back([s = state_.get(), i] { s->work(i); });
+  try {
+    for (size_t i = 0; i < workers; ++i) state_->threads.emplace_back([s = state_.get(), i] { s->work(i); });
+  } catch (const std::system_error& e) {
+    const size_t started = state_->threads.size();
+    stop();
+    EMBER_FAIL("ReplicaThreads: could start only " << started << " of " << workers << " threads: " << e.what());
+  }
 }
 
-ReplicaThreads::~ReplicaThreads() {
+ReplicaThreads::~ReplicaThreads() { stop(); }
+
+void ReplicaThreads::stop() {
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
     state_->stop = true;
   }
   state_->start.notify_all();
   for (std::thread& t : state_->threads) t.join();
+  state_->threads.clear();
 }
 
 size_t ReplicaThreads::workers() const { return state_->threads.size(); }
@@ -105,9 +115,9 @@ std::vector<Value> parallel_apply(const std::vector<std::shared_ptr<nn::Module>>
                                   const ReplicaForward& forward, ReplicaThreads* threads) {
   const size_t n = replicas.size();
   EMBER_CHECK(n > 0, "parallel_apply: no replicas to run");
-  EMBER_CHECK(inputs.size() == n && devices.size() == n, "parallel_apply: " << n << " replicas, " << inputs.size()
-                                                                            << " inputs and " << devices.size()
-                                                                            << " devices; give one of each per replica");
+  EMBER_CHECK(inputs.size() == n && devices.size() == n,
+              "parallel_apply: " << n << " replicas, " << inputs.size() << " inputs and " << devices.size()
+                                 << " devices; give one of each per replica");
   EMBER_CHECK(threads == nullptr || threads->workers() + 1 >= n,
               "parallel_apply: a pool of " << threads->workers() << " workers cannot run " << n << " replicas");
   const bool grad_enabled = GradMode::is_enabled();
@@ -138,7 +148,13 @@ std::vector<Value> parallel_apply(const std::vector<std::shared_ptr<nn::Module>>
     threads->run(jobs);
   } else {
     std::vector<std::thread> spawned;
-    for (size_t i = 1; i < n; ++i) spawned.emplace_back(jobs[i]);
+    try {
+      for (size_t i = 1; i < n; ++i) spawned.emplace_back(jobs[i]);
+    } catch (const std::system_error& e) {
+      for (std::thread& t : spawned) t.join();
+      EMBER_FAIL("parallel_apply: cannot start a thread for replica " << spawned.size() + 1 << " of " << n << ": "
+                                                                      << e.what());
+    }
     jobs[0]();
     for (std::thread& t : spawned) t.join();
   }
@@ -151,8 +167,8 @@ std::vector<Value> parallel_apply(const std::vector<std::shared_ptr<nn::Module>>
     if (first == n) first = i;
   }
   if (failed == 0) return results;
-  std::string message = "replica " + std::to_string(first) + " on " + devices[first].str() +
-                        " failed: " + message_of(errors[first]);
+  std::string message =
+      "replica " + std::to_string(first) + " on " + devices[first].str() + " failed: " + message_of(errors[first]);
   if (failed > 1) message += " (and " + std::to_string(failed - 1) + " other replica(s) failed too)";
   if (is_out_of_memory(errors[first])) throw OutOfMemoryError(message);
   throw Error(message);

@@ -49,6 +49,7 @@ class ReplicaThreads {
 
  private:
   struct State;
+  void stop();
   std::unique_ptr<State> state_;
 };
 

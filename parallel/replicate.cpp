@@ -80,11 +80,11 @@ struct ReplicaSet::Replica {
   Device device;
   std::shared_ptr<nn::Module> module;
   std::vector<std::shared_ptr<nn::Module>> modules;  // module's tree, pre-order
-  TensorList tensors;                                 // aligned with Layout::slots
-  std::vector<long> baseline;  // use_count of each tensor's impl while nothing outside holds it
-  TensorList flats;            // Fast: one per sync bucket, on device
-  std::vector<uint32_t> flat_versions;  // Fast: each flat's version after its last copy
-  std::vector<Stamp> received;          // Fast: per slot, the original's stamp when last copied
+  TensorList tensors;                                // aligned with Layout::slots
+  std::vector<long> baseline;                        // use_count of each tensor's impl while nothing outside holds it
+  TensorList flats;                                  // Fast: one per sync bucket, on device
+  std::vector<uint32_t> flat_versions;               // Fast: each flat's version after its last copy
+  std::vector<Stamp> received;                       // Fast: per slot, the original's stamp when last copied
 
   // Whether a graph (a saved tensor) still holds one of the tensors.
   bool in_use() const {
@@ -123,8 +123,7 @@ ReplicaSet::ReplicaSet(std::shared_ptr<nn::Module> original, std::vector<Device>
 
 ReplicaSet::~ReplicaSet() = default;
 
-void ReplicaSet::rebuild_layout(const TensorList& originals, const std::vector<std::string>& names,
-                                size_t num_params) {
+void ReplicaSet::rebuild_layout(const TensorList& originals, const std::vector<std::string>& names, size_t num_params) {
   auto layout = std::make_unique<Layout>();
   layout->names = names;
   layout->num_params = num_params;
@@ -175,8 +174,8 @@ std::unique_ptr<ReplicaSet::Replica> ReplicaSet::build(Device device) const {
       names.push_back(item.key);
       r->tensors.push_back(item.value);
     }
-    EMBER_CHECK(names == layout_->names,
-                "replicate: the clone() of " << original_->name() << " has the parameters and buffers ["
+    EMBER_CHECK(names == layout_->names, "replicate: the clone() of "
+                                             << original_->name() << " has the parameters and buffers ["
                                              << quoted(names) << "] but the original has [" << quoted(layout_->names)
                                              << "]; its clone() must rebuild the same tree, tied tensors included "
                                                 "(see nn/module.h)");
@@ -217,8 +216,8 @@ std::vector<std::shared_ptr<nn::Module>> ReplicaSet::update(size_t n) {
     }
   }
   check_module_device(*original_, devices_[0]);
-  bool same_layout = layout_ != nullptr && layout_->num_params == num_params &&
-                     layout_->slots.size() == originals.size();
+  bool same_layout =
+      layout_ != nullptr && layout_->num_params == num_params && layout_->slots.size() == originals.size();
   for (size_t i = 0; same_layout && i < originals.size(); ++i) {
     const Tensor& t = originals[i];
     same_layout = layout_->slots[i] == TensorSlot{names[i], t.shape(), t.dtype(), t.requires_grad()};
@@ -244,8 +243,10 @@ std::vector<std::shared_ptr<nn::Module>> ReplicaSet::update(size_t n) {
     for (size_t i = 0; i < tree.size(); ++i) mods[i]->train(tree[i]->is_training());
   }
 
-  if (mode_ == ReplicationMode::Classic) broadcast_all(originals, n);
-  else broadcast_changed(originals, n);
+  if (mode_ == ReplicationMode::Classic)
+    broadcast_all(originals, n);
+  else
+    broadcast_changed(originals, n);
   record_history(originals, n);
 
   std::vector<std::shared_ptr<nn::Module>> modules{original_};

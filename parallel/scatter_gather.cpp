@@ -47,17 +47,15 @@ std::vector<Value> split_value(const Value& v, const std::vector<Device>& device
   return out;
 }
 
-const char* kind(const Value& v) { return v.is_none() ? "none" : v.is_tensor() ? "a tensor" : "a list"; }
-
 Value gather_value(const std::vector<Value>& outputs, Device destination, int64_t dim, const std::string& path) {
   const Value& first = outputs[0];
   for (size_t k = 1; k < outputs.size(); ++k) {
     const Value& o = outputs[k];
     bool same = first.is_none() == o.is_none() && first.is_tensor() == o.is_tensor() &&
                 (!first.is_list() || first.size() == o.size());
-    EMBER_CHECK(same, "gather: the replicas' outputs differ in structure: replica 0's output" << path << " is "
-                                                                                              << first.str() << " but replica " << k << "'s is " << o.str()
-                                                                                              << "; every replica must return the same structure");
+    EMBER_CHECK(same, "gather: the replicas' outputs differ in structure: replica 0's output"
+                          << path << " is " << first.str() << " but replica " << k << "'s is " << o.str()
+                          << "; every replica must return the same structure");
   }
   if (first.is_none()) return Value();
   if (first.is_list()) {
@@ -80,10 +78,9 @@ Value gather_value(const std::vector<Value>& outputs, Device destination, int64_
     for (Tensor& p : parts) p = p.unsqueeze(0);
     return gather_tensors(parts, destination, 0);
   }
-  EMBER_CHECK(scalars == 0 || parts.size() == 1,
-              "gather: replica outputs" << path << " mix 0-dim and dimensioned tensors (" << kind(first)
-                                        << " of shape " << shape_str(first.tensor().shape())
-                                        << " in replica 0); return the same shape from every replica");
+  EMBER_CHECK(scalars == 0 || parts.size() == 1, "gather: the replicas' outputs"
+                                                     << path << " mix 0-dim and dimensioned tensors (replica 0's is "
+                                                     << first.str() << "); return the same shape from every replica");
   return gather_tensors(parts, destination, dim);
 }
 
@@ -100,8 +97,9 @@ std::vector<int64_t> chunk_sizes_for(int64_t n, size_t pieces) {
 TensorList scatter_tensor(const Tensor& input, const std::vector<Device>& devices, const std::vector<int64_t>& sizes,
                           int64_t dim) {
   EMBER_CHECK(input.defined(), "scatter: got an undefined tensor");
-  EMBER_CHECK(input.dim() > 0, "scatter: cannot split the 0-dim tensor " << describe(input) << " along dim " << dim
-                                                                          << "; give the replicas tensors with a batch dim");
+  EMBER_CHECK(input.dim() > 0, "scatter: cannot split the 0-dim tensor "
+                                   << describe(input) << " along dim " << dim
+                                   << "; give the replicas tensors with a batch dim");
   const int64_t d = detail::wrap_dim("scatter", dim, input.dim(), input.shape());
   check_sizes(sizes, devices.size(), input.size(d), dim);
   TensorList pieces;
@@ -192,8 +190,8 @@ std::vector<Value> scatter(const Value& inputs, const std::vector<Device>& devic
   for (size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& t = tensors[i];
     EMBER_CHECK(t.dim() > 0, "scatter: input tensor " << i << " (" << describe(t)
-                                                       << ") is 0-dim and cannot be split along dim " << dim
-                                                       << "; give the replicas tensors with a batch dim");
+                                                      << ") is 0-dim and cannot be split along dim " << dim
+                                                      << "; give the replicas tensors with a batch dim");
     const int64_t d = detail::wrap_dim("scatter", dim, t.dim(), t.shape());
     if (n < 0) n = t.size(d);
     EMBER_CHECK(t.size(d) == n, "scatter: input tensors 0 and " << i << " have " << n << " and " << t.size(d)
@@ -202,8 +200,9 @@ std::vector<Value> scatter(const Value& inputs, const std::vector<Device>& devic
                                                                 << "); every input is split into the same pieces, "
                                                                    "so their sizes along dim must agree");
   }
-  EMBER_CHECK(n > 0, "scatter: the batch is empty (size 0 along dim " << dim << "); there is nothing to split across "
-                                                                               "the devices");
+  EMBER_CHECK(n > 0, "scatter: the batch is empty (size 0 along dim " << dim
+                                                                      << "); there is nothing to split across "
+                                                                         "the devices");
   const std::vector<int64_t> sizes = chunk_sizes.empty() ? chunk_sizes_for(n, devices.size()) : chunk_sizes;
   check_sizes(sizes, devices.size(), n, dim);
   return split_value(inputs, devices, sizes, dim);

@@ -21,7 +21,7 @@ namespace ember::parallel {
 
 class Value {
  public:
-  Value() = default;  // None
+  Value() = default;     // None
   Value(Tensor tensor);  // NOLINT: a Tensor is a Value
   static Value list(std::vector<Value> items);
 

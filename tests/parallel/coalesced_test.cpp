@@ -1,9 +1,10 @@
 // parallel/coalesced: bucket assignment, the coalesced broadcast and
 // reduction on CPU "devices", and the transport seam.
+#include "parallel/coalesced.h"
+
 #include <gtest/gtest.h>
 
 #include "ember.h"
-#include "parallel/coalesced.h"
 #include "support/error_message.h"
 #include "support/gradcheck.h"
 
@@ -27,7 +28,8 @@ struct CountingTransport : BucketTransport {
 };
 
 TEST(ParallelBuckets, GroupByDtypeUpToTheByteLimit) {
-  TensorList ts{zeros({10}), zeros({3}, DType::Float64), zeros({20}), zeros({300}), zeros({4}), zeros({2}, DType::Float64)};
+  TensorList ts{zeros({10}), zeros({3}, DType::Float64), zeros({20}), zeros({300}),
+                zeros({4}),  zeros({2}, DType::Float64)};
   std::vector<Bucket> buckets = assign_buckets(ts, 100);  // 25 floats
   // float32: [0 (40 B), 2 (80 B) -> 120 B, closed], [3 alone: 1200 B], [4];
   // float64: [1, 5].
@@ -72,8 +74,11 @@ TEST(ParallelCoalesced, ReduceSumsAndKeepsUnusedUndefined) {
   EXPECT_TRUE(equal(sums[1], full({1}, 5.0)));
   EXPECT_TRUE(equal(sums[2], full({3}, 10.0)));
   EXPECT_FALSE(sums[3].defined()) << "no replica had a gradient for it";
-  EXPECT_TRUE(ember::testing::throws_with([&] { reduce_add_coalesced({a, {a[0]}}, kCPU, buckets, transport); },
-                                          {"replica 1 has 1 gradients for 4 tensors"}));
+  EXPECT_TRUE(ember::testing::throws_with(
+      [&] {
+        reduce_add_coalesced({a, {a[0]}}, kCPU, buckets, transport);
+      },
+      {"replica 1 has 1 gradients for 4 tensors"}));
 }
 
 TEST(ParallelCoalesced, ReductionIsDifferentiable) {

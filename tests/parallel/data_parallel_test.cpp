@@ -3,6 +3,8 @@
 // CNN, uneven batches, nested inputs, explicit and custom scatters, the
 // fast mode against the classic one over optimizer steps, and every error
 // and warning users meet.
+#include "parallel/data_parallel.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -11,7 +13,6 @@
 #include "ember.h"
 #include "examples/train/models.h"
 #include "fake_device_system.h"
-#include "parallel/data_parallel.h"
 #include "parallel/scatter_gather.h"
 #include "parallel/warn_once.h"
 #include "support/error_message.h"
@@ -19,13 +20,13 @@
 namespace ember::parallel {
 namespace {
 
-using ::testing::HasSubstr;
-using ::testing::StartsWith;
 using ember::testing::error_of;
 using ember::testing::fake_gpu;
 using ember::testing::fake_runtime;
 using ember::testing::ScopedDeviceSystem;
 using ember::testing::throws_with;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
 
 std::vector<Device> cpus(size_t n) { return std::vector<Device>(n, kCPU); }
 
@@ -63,8 +64,9 @@ std::shared_ptr<nn::Sequential> cnn() {
     if (a.defined() != b.defined()) return ::testing::AssertionFailure() << item.key << ": defined only on one side";
     if (!a.defined()) continue;
     if (!allclose(a.to(DType::Float64), b.to(DType::Float64), rtol, atol)) {
-      return ::testing::AssertionFailure() << item.key << " differs: max |a - b| = "
-                                           << (a.to(DType::Float64) - b.to(DType::Float64)).abs().max().item<double>();
+      return ::testing::AssertionFailure()
+             << item.key
+             << " differs: max |a - b| = " << (a.to(DType::Float64) - b.to(DType::Float64)).abs().max().item<double>();
     }
   }
   return ::testing::AssertionSuccess();
@@ -222,7 +224,8 @@ TEST(ParallelDataParallel, AnEarlierGraphKeepsTheValuesItSaw) {
     }
     dp->forward(x);  // builds a fresh replica 1: out1's graph still holds the old one
     out1.sum().backward();
-    EXPECT_TRUE(allclose(net->w.grad(), full({3}, 2 * 2 * 2.0))) << "d/dw sum(x w^2) = 2 x w with the old w, x = 1 twice";
+    EXPECT_TRUE(allclose(net->w.grad(), full({3}, 2 * 2 * 2.0)))
+        << "d/dw sum(x w^2) = 2 x w with the old w, x = 1 twice";
   }
   {
     auto net = std::make_shared<Gated>();
@@ -446,15 +449,26 @@ TEST(ParallelDataParallel, DeviceListErrors) {
   ScopedDeviceSystem sys;
   sys->runtime = {fake_runtime(fake_gpu(1, 0x21, 0)), fake_runtime(fake_gpu(2, 0x22, 0))};
   sys->env["CUDA_VISIBLE_DEVICES"] = "1,2";
-  EXPECT_THAT(error_of([&] { DataParallel(net, std::vector<int>{0, 2}); }),
+  EXPECT_THAT(error_of([&] {
+                DataParallel(net, std::vector<int>{0, 2});
+              }),
               HasSubstr("DataParallel: device_ids has cuda:2: Invalid device id 2: 2 CUDA devices are visible "
                         "(CUDA_VISIBLE_DEVICES=1,2 maps physical GPUs 1,2 to logical ids 0,1); use ids in [0, 1]"));
-  EXPECT_TRUE(throws_with([&] { DataParallel(net, std::vector<int>{0, 1, 1}); },
-                          {"device_ids {cuda:0, cuda:1, cuda:1} lists cuda:1 twice", "list each GPU once"}));
-  EXPECT_TRUE(throws_with([&] { DataParallel(net, std::vector<Device>{kCPU, cuda_device(0)}); },
-                          {"mix the CPU and CUDA devices"}));
-  EXPECT_TRUE(throws_with([&] { DataParallel(net, std::vector<int>{0, 1}, 3); },
-                          {"output_device cuda:3: Invalid device id 3"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        DataParallel(net, std::vector<int>{0, 1, 1});
+      },
+      {"device_ids {cuda:0, cuda:1, cuda:1} lists cuda:1 twice", "list each GPU once"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        DataParallel(net, std::vector<Device>{kCPU, cuda_device(0)});
+      },
+      {"mix the CPU and CUDA devices"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        DataParallel(net, std::vector<int>{0, 1}, 3);
+      },
+      {"output_device cuda:3: Invalid device id 3"}));
 
   // The module was not moved to device_ids[0]: the check runs before any
   // CUDA work, so it is the error even without a GPU.

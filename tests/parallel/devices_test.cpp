@@ -1,25 +1,26 @@
 // parallel/devices: CUDA_VISIBLE_DEVICES parsing, the logical -> physical
 // mapping, set_visible_devices, free-GPU selection and their errors, on a
 // fake machine; and the real NVML/CUDA probes where they exist.
+#include "parallel/devices.h"
+
 #include <dlfcn.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "core/cuda/device.h"
-#include "parallel/devices.h"
-#include "support/error_message.h"
 #include "fake_device_system.h"
+#include "support/error_message.h"
 
 namespace ember::cuda {
 namespace {
 
-using ::testing::HasSubstr;
 using ember::testing::error_of;
 using ember::testing::fake_gpu;
 using ember::testing::fake_runtime;
 using ember::testing::kMiB;
 using ember::testing::ScopedDeviceSystem;
 using ember::testing::throws_with;
+using ::testing::HasSubstr;
 using Kind = VisibleEntry::Kind;
 
 TEST(CudaVisibleDevices, ParsesTheFormsCudaAccepts) {
@@ -75,7 +76,8 @@ TEST(CudaVisibleDevices, WithoutNvmlFallsBackOnTheVariable) {
   sys->env["CUDA_VISIBLE_DEVICES"] = "GPU-1234,2";
   EXPECT_EQ(visible_devices()[0].physical, -1);
   EXPECT_EQ(visible_devices()[1].physical, 2);
-  EXPECT_EQ(describe_visible_mapping(), "CUDA_VISIBLE_DEVICES=GPU-1234,2 maps physical GPUs GPU-1234,2 to logical ids 0,1");
+  EXPECT_EQ(describe_visible_mapping(),
+            "CUDA_VISIBLE_DEVICES=GPU-1234,2 maps physical GPUs GPU-1234,2 to logical ids 0,1");
   // Unset: logical ids are the physical ones.
   sys->env.clear();
   EXPECT_EQ(visible_devices()[1].physical, 1);
@@ -116,17 +118,20 @@ TEST(CudaVisibleDevices, SetTooLateSaysWhyAndWhatToDo) {
   ScopedDeviceSystem sys;
   sys->initialized = true;
   sys->env["CUDA_VISIBLE_DEVICES"] = "0";
-  EXPECT_TRUE(throws_with([] { set_visible_devices({1, 2}); },
-                          {"CUDA was already initialized", "CUDA_VISIBLE_DEVICES=1,2 would be ignored", "'0'",
-                           "before anything uses CUDA", "in the shell: CUDA_VISIBLE_DEVICES=1,2 ./your_program"}));
+  EXPECT_TRUE(throws_with(
+      [] {
+        set_visible_devices({1, 2});
+      },
+      {"CUDA was already initialized", "CUDA_VISIBLE_DEVICES=1,2 would be ignored", "'0'", "before anything uses CUDA",
+       "in the shell: CUDA_VISIBLE_DEVICES=1,2 ./your_program"}));
   EXPECT_EQ(sys->env.at("CUDA_VISIBLE_DEVICES"), "0");
   EXPECT_NO_THROW(set_visible_devices({0})) << "asking for what is already in effect is fine";
 }
 
 TEST(CudaFreeDevices, AvailableAndSelectedByMemoryUse) {
   ScopedDeviceSystem sys;
-  sys->nvml = std::vector<PhysicalDevice>{fake_gpu(0, 1, 70000), fake_gpu(1, 2, 300), fake_gpu(2, 3, 2),
-                                          fake_gpu(3, 4, 100)};
+  sys->nvml =
+      std::vector<PhysicalDevice>{fake_gpu(0, 1, 70000), fake_gpu(1, 2, 300), fake_gpu(2, 3, 2), fake_gpu(3, 4, 100)};
   EXPECT_EQ(available_devices(500), (std::vector<int>{1, 2, 3}));
   EXPECT_EQ(available_devices(0), (std::vector<int>{}));
   EXPECT_EQ(physical_devices()[0].used_memory, uint64_t(70000) * kMiB);
@@ -155,8 +160,11 @@ TEST(CudaVisibleDevices, RealInitializationProbe) {
 #if EMBER_WITH_CUDA
   if (!is_available()) GTEST_SKIP() << "no CUDA device";
   EXPECT_TRUE(device_system().cuda_initialized());
-  EXPECT_TRUE(throws_with([] { set_visible_devices({0, 1, 2, 3, 4, 5, 6, 7, 8, 9}); },
-                          {"CUDA was already initialized"}));
+  EXPECT_TRUE(throws_with(
+      [] {
+        set_visible_devices({0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+      },
+      {"CUDA was already initialized"}));
   std::vector<VisibleDevice> v = visible_devices();
   ASSERT_EQ(v.size(), size_t(device_count()));
   EXPECT_EQ(v[0].name, properties(0).name);

@@ -53,8 +53,13 @@ inline constexpr uint64_t kMiB = uint64_t(1) << 20;
 inline cuda::PhysicalDevice fake_gpu(int index, int bus, uint64_t used_mib, const std::string& name = "NVIDIA H200") {
   char pci[32];
   std::snprintf(pci, sizeof(pci), "00000000:%02X:00.0", bus);
-  return {index, name, "GPU-0000000" + std::to_string(index) + "-aaaa-bbbb-cccc-dddddddddddd", pci,
-          used_mib * kMiB, 143771 * kMiB, unsigned(used_mib > 0 ? 50 : 0)};
+  return {index,
+          name,
+          "GPU-0000000" + std::to_string(index) + "-aaaa-bbbb-cccc-dddddddddddd",
+          pci,
+          used_mib * kMiB,
+          143771 * kMiB,
+          unsigned(used_mib > 0 ? 50 : 0)};
 }
 
 // How the CUDA runtime reports that GPU.

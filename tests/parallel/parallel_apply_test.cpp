@@ -1,5 +1,7 @@
 // parallel::parallel_apply and ReplicaThreads: concurrency, the per-thread
 // grad mode, and errors that name the replica and its device.
+#include "parallel/parallel_apply.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -10,14 +12,13 @@
 #include <thread>
 
 #include "ember.h"
-#include "parallel/parallel_apply.h"
 #include "support/error_message.h"
 
 namespace ember::parallel {
 namespace {
 
-using ::testing::HasSubstr;
 using ember::testing::error_of;
+using ::testing::HasSubstr;
 
 // A module whose "forward" is a test's lambda.
 struct Probe : nn::UnaryModule {
@@ -56,16 +57,17 @@ void runs_concurrently(ReplicaThreads* pool) {
   Rendezvous meet;
   std::mutex mutex;
   std::set<std::thread::id> threads;
-  std::vector<Value> out = parallel_apply(probes(kReplicas), inputs(kReplicas), std::vector<Device>(kReplicas, kCPU),
-                                          [&](nn::Module& m, const Value& in) {
-                                            {
-                                              std::lock_guard<std::mutex> lock(mutex);
-                                              threads.insert(std::this_thread::get_id());
-                                            }
-                                            EMBER_CHECK(meet.arrive_and_wait(kReplicas), "the replicas did not run at once");
-                                            return Value(static_cast<Probe&>(m).forward(in.tensor()) * 2.0);
-                                          },
-                                          pool);
+  std::vector<Value> out = parallel_apply(
+      probes(kReplicas), inputs(kReplicas), std::vector<Device>(kReplicas, kCPU),
+      [&](nn::Module& m, const Value& in) {
+        {
+          std::lock_guard<std::mutex> lock(mutex);
+          threads.insert(std::this_thread::get_id());
+        }
+        EMBER_CHECK(meet.arrive_and_wait(kReplicas), "the replicas did not run at once");
+        return Value(static_cast<Probe&>(m).forward(in.tensor()) * 2.0);
+      },
+      pool);
   ASSERT_EQ(out.size(), kReplicas);
   for (size_t i = 0; i < kReplicas; ++i) EXPECT_EQ(out[i].tensor().item<float>(), 2.0f * float(i));
   EXPECT_EQ(threads.size(), kReplicas);
@@ -81,15 +83,19 @@ TEST(ParallelApply, PoolThreadsAreReused) {
   std::set<std::thread::id> seen;
   for (int round = 0; round < 3; ++round) {
     std::mutex mutex;
-    parallel_apply(probes(4), inputs(4), std::vector<Device>(4, kCPU), [&](nn::Module&, const Value& in) {
-      std::lock_guard<std::mutex> lock(mutex);
-      seen.insert(std::this_thread::get_id());
-      return in;
-    }, &pool);
+    parallel_apply(
+        probes(4), inputs(4), std::vector<Device>(4, kCPU),
+        [&](nn::Module&, const Value& in) {
+          std::lock_guard<std::mutex> lock(mutex);
+          seen.insert(std::this_thread::get_id());
+          return in;
+        },
+        &pool);
   }
   EXPECT_EQ(seen.size(), 4u) << "the same three workers (and the caller) every round";
   // Fewer replicas than workers is fine.
-  EXPECT_EQ(parallel_apply(probes(2), inputs(2), {kCPU, kCPU}, [](nn::Module&, const Value& in) { return in; }, &pool)
+  EXPECT_EQ(parallel_apply(
+                probes(2), inputs(2), {kCPU, kCPU}, [](nn::Module&, const Value& in) { return in; }, &pool)
                 .size(),
             2u);
 }
@@ -98,10 +104,9 @@ TEST(ParallelApply, ReplicasGetTheCallersGradMode) {
   for (bool enabled : {true, false}) {
     std::optional<NoGradGuard> no_grad;
     if (!enabled) no_grad.emplace();
-    std::vector<Value> out = parallel_apply(probes(3), inputs(3), std::vector<Device>(3, kCPU),
-                                            [](nn::Module&, const Value&) {
-                                              return Value(full({1}, GradMode::is_enabled() ? 1.0 : 0.0));
-                                            });
+    std::vector<Value> out =
+        parallel_apply(probes(3), inputs(3), std::vector<Device>(3, kCPU),
+                       [](nn::Module&, const Value&) { return Value(full({1}, GradMode::is_enabled() ? 1.0 : 0.0)); });
     for (const Value& v : out) EXPECT_EQ(v.tensor().item<float>(), enabled ? 1.0f : 0.0f);
     EXPECT_EQ(GradMode::is_enabled(), enabled) << "the caller's mode is left as it was";
   }

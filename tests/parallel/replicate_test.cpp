@@ -1,12 +1,13 @@
 // parallel::replicate and ReplicaSet on CPU "devices": replica values and
 // memory, the BroadcastBackward tie to the original, buffers, training
 // flags, the fast mode's changed-only copies, and rebuilding.
+#include "parallel/replicate.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "ember.h"
 #include "examples/train/models.h"
-#include "parallel/replicate.h"
 #include "support/error_message.h"
 
 namespace ember::parallel {
@@ -100,10 +101,13 @@ TEST(ParallelReplicate, FrozenParametersAreCopiedButNotTied) {
 
 TEST(ParallelReplicate, TheModuleMustBeOnTheFirstDevice) {
   auto net = small_net();
-  EXPECT_TRUE(throws_with([&] { replicate(net, {cuda_device(0), cuda_device(1)}); },
-                          {"module must have its parameters and buffers on device cuda:0 (device_ids[0]) but found "
-                           "one of them on device: cpu",
-                           "(parameter '0.weight')", "call module->to(cuda:0) before wrapping it"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        replicate(net, {cuda_device(0), cuda_device(1)});
+      },
+      {"module must have its parameters and buffers on device cuda:0 (device_ids[0]) but found "
+       "one of them on device: cpu",
+       "(parameter '0.weight')", "call module->to(cuda:0) before wrapping it"}));
   EXPECT_TRUE(throws_with([&] { replicate(nullptr, {kCPU}); }, {"the module is null"}));
   EXPECT_TRUE(throws_with([&] { replicate(net, {}); }, {"no devices"}));
 }

@@ -1,10 +1,11 @@
 // parallel::scatter and gather over CPU "devices": torch.chunk's pieces,
 // explicit sizes, nested values, their backward, and their errors.
+#include "parallel/scatter_gather.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "ember.h"
-#include "parallel/scatter_gather.h"
 #include "parallel/warn_once.h"
 #include "support/error_message.h"
 #include "support/gradcheck.h"
@@ -78,10 +79,16 @@ TEST(ParallelScatter, NestedValuesKeepTheirStructure) {
 }
 
 TEST(ParallelScatter, Errors) {
-  EXPECT_TRUE(throws_with([] { scatter(Value::list({randn({4, 2}), randn({3, 2})}), cpus(2)); },
-                          {"input tensors 0 and 1 have 4 and 3 rows along dim 0", "must agree"}));
-  EXPECT_TRUE(throws_with([] { scatter(Value::list({randn({4}), randn({})}), cpus(2)); },
-                          {"input tensor 1", "0-dim", "cannot be split"}));
+  EXPECT_TRUE(throws_with(
+      [] {
+        scatter(Value::list({randn({4, 2}), randn({3, 2})}), cpus(2));
+      },
+      {"input tensors 0 and 1 have 4 and 3 rows along dim 0", "must agree"}));
+  EXPECT_TRUE(throws_with(
+      [] {
+        scatter(Value::list({randn({4}), randn({})}), cpus(2));
+      },
+      {"input tensor 1", "0-dim", "cannot be split"}));
   EXPECT_TRUE(throws_with([] { scatter(randn({0, 3}), cpus(2)); }, {"the batch is empty"}));
   EXPECT_TRUE(throws_with([] { scatter(Value::list({Value()}), cpus(2)); }, {"no tensor to split"}));
   EXPECT_TRUE(throws_with([] { scatter(randn({4}), {}); }, {"no devices"}));
@@ -94,8 +101,11 @@ TEST(ParallelGather, ConcatenatesAlongDim) {
   EXPECT_TRUE(gather({a}, kCPU).tensor().is_same(a)) << "one output on its device is returned as is";
   EXPECT_TRUE(throws_with([&] { gather({a, b}, kCPU, 0); }, {"replica 1's output", "does not match replica 0's"}));
   EXPECT_TRUE(throws_with([&] { gather({a, a.to(DType::Float64)}, kCPU, 0); }, {"replica 1's output"}));
-  EXPECT_TRUE(throws_with([&] { gather({Value(a), Value::list({a})}, kCPU); },
-                          {"differ in structure", "replica 1's is list("}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        gather({Value(a), Value::list({a})}, kCPU);
+      },
+      {"differ in structure", "replica 1's is list("}));
   EXPECT_TRUE(throws_with([&] { gather({Value::list({a}), Value::list({a, a})}, kCPU); }, {"differ in structure"}));
   EXPECT_TRUE(throws_with([] { gather({}, kCPU); }, {"no outputs"}));
 }
@@ -144,7 +154,7 @@ TEST(ParallelScatterGather, DoubleBackwardSeesThrough) {
   for (const Value& p : pieces) outs.push_back(p.tensor() * p.tensor() * p.tensor());
   Tensor y = gather(outs, kCPU).tensor().sum();
   Tensor g = autograd::grad({y}, {x}, {}, false, /*create_graph=*/true)[0];  // 3 x^2
-  Tensor gg = autograd::grad({g.sum()}, {x})[0];                               // 6 x
+  Tensor gg = autograd::grad({g.sum()}, {x})[0];                             // 6 x
   EXPECT_TRUE(allclose(g, x * x * 3.0, 1e-12, 1e-12));
   EXPECT_TRUE(allclose(gg, x * 6.0, 1e-12, 1e-12));
 }
