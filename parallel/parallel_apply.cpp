@@ -8,6 +8,7 @@
 #include <system_error>
 #include <thread>
 
+#include "core/autocast_state.h"
 #include "core/error.h"
 #include "core/grad_mode.h"
 #if EMBER_WITH_CUDA
@@ -108,6 +109,26 @@ bool is_out_of_memory(const std::exception_ptr& error) {
   }
 }
 
+// Runs a replica under the caller's autocast state (autocast is per thread,
+// as grad mode is) in an autocast region of its own, and leaves the worker
+// thread as it found it.
+class AutocastScope {
+ public:
+  explicit AutocastScope(const autocast_state::State& state) : previous_(autocast_state::get_state()) {
+    autocast_state::set_state(state);
+    autocast_state::enter_region();
+  }
+  ~AutocastScope() {
+    autocast_state::exit_region();
+    autocast_state::set_state(previous_);
+  }
+  AutocastScope(const AutocastScope&) = delete;
+  AutocastScope& operator=(const AutocastScope&) = delete;
+
+ private:
+  autocast_state::State previous_;
+};
+
 }  // namespace
 
 std::vector<Value> parallel_apply(const std::vector<std::shared_ptr<nn::Module>>& replicas,
@@ -121,6 +142,7 @@ std::vector<Value> parallel_apply(const std::vector<std::shared_ptr<nn::Module>>
   EMBER_CHECK(threads == nullptr || threads->workers() + 1 >= n,
               "parallel_apply: a pool of " << threads->workers() << " workers cannot run " << n << " replicas");
   const bool grad_enabled = GradMode::is_enabled();
+  const autocast_state::State autocast = autocast_state::get_state();
 #if EMBER_WITH_CUDA
   std::vector<std::optional<cuda::Stream>> streams(n);
   for (size_t i = 0; i < n; ++i) {
@@ -134,6 +156,7 @@ std::vector<Value> parallel_apply(const std::vector<std::shared_ptr<nn::Module>>
     jobs.push_back([&, i] {
       try {
         GradMode::set_enabled(grad_enabled);
+        AutocastScope autocast_scope(autocast);
 #if EMBER_WITH_CUDA
         std::optional<cuda::StreamGuard> on_stream;
         if (streams[i]) on_stream.emplace(*streams[i]);

@@ -7,7 +7,9 @@
 //   results in order. Replica 0 runs on the calling thread, the others on
 //   threads of their own: fresh std::threads, or those of a ReplicaThreads
 //   pool kept between calls.
-// - Every call runs with the caller's grad mode (GradMode is per thread). On
+// - Every call runs with the caller's grad mode and autocast state (both are
+//   per thread; a replica gets an autocast region, and so a weight-cast
+//   cache, of its own). On
 //   a CUDA device it runs with that device current and, as its current
 //   stream, the caller's current stream of that device: the replica's
 //   kernels then queue behind what the caller queued there (the scattered

@@ -1,5 +1,5 @@
 // parallel::parallel_apply and ReplicaThreads: concurrency, the per-thread
-// grad mode, and errors that name the replica and its device.
+// grad mode and autocast state, and errors that name the replica and its device.
 #include "parallel/parallel_apply.h"
 
 #include <gmock/gmock.h>
@@ -110,6 +110,27 @@ TEST(ParallelApply, ReplicasGetTheCallersGradMode) {
     for (const Value& v : out) EXPECT_EQ(v.tensor().item<float>(), enabled ? 1.0f : 0.0f);
     EXPECT_EQ(GradMode::is_enabled(), enabled) << "the caller's mode is left as it was";
   }
+}
+
+TEST(ParallelApply, ReplicasGetTheCallersAutocastState) {
+  ReplicaThreads pool(2);
+  for (ReplicaThreads* threads : {static_cast<ReplicaThreads*>(nullptr), &pool}) {
+    auto dtypes_of_linear = [&] {
+      std::vector<Value> out = parallel_apply(
+          probes(3), inputs(3), std::vector<Device>(3, kCPU),
+          [](nn::Module&, const Value& in) { return Value(linear(in.tensor().view({1, 1}), ones({2, 1}))); }, threads);
+      std::vector<DType> dtypes;
+      for (const Value& v : out) dtypes.push_back(v.tensor().dtype());
+      return dtypes;
+    };
+    {
+      amp::autocast guard(DType::BFloat16, DeviceType::CPU);
+      EXPECT_EQ(dtypes_of_linear(), std::vector<DType>(3, DType::BFloat16));
+    }
+    // The workers do not keep the state of an earlier call.
+    EXPECT_EQ(dtypes_of_linear(), std::vector<DType>(3, DType::Float32));
+  }
+  EXPECT_FALSE(autocast_state::any_enabled());
 }
 
 TEST(ParallelApply, ErrorsNameTheReplicaAndDevice) {
