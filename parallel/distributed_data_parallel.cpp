@@ -122,7 +122,7 @@ void verify_same_model(ProcessGroup& group, const nn::Module& module, Device dev
 
 // Broadcasts tensors from rank 0 in place, one collective per dtype. Bool
 // tensors travel as int32 and non-contiguous ones through a contiguous copy.
-void broadcast_coalesced(ProcessGroup& group, const TensorList& tensors) {
+void broadcast_from_rank0(ProcessGroup& group, const TensorList& tensors) {
   NoGradGuard no_grad;
   std::vector<std::pair<DType, std::vector<size_t>>> by_dtype;
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -207,7 +207,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   TensorList everything = params.values();
   buffers_ = buffers.values();
   everything.insert(everything.end(), buffers_.begin(), buffers_.end());
-  broadcast_coalesced(*group_, everything);
+  broadcast_from_rank0(*group_, everything);
 
   ReducerOptions ro;
   ro.first_bucket_bytes = options_.first_bucket_cap_bytes;
@@ -220,7 +220,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
 bool DistributedDataParallel::pre_forward() {
   const bool sync = require_sync_ && GradMode::is_enabled();
   if (sync) reducer_->prepare_for_forward();
-  if (options_.broadcast_buffers && is_training() && !buffers_.empty()) broadcast_coalesced(*group_, buffers_);
+  if (options_.broadcast_buffers && is_training() && !buffers_.empty()) broadcast_from_rank0(*group_, buffers_);
   return sync;
 }
 

@@ -73,7 +73,7 @@ namespace ember::parallel {
 
 struct DistributedDataParallelOptions {
   bool broadcast_buffers = true;
-  int64_t bucket_cap_bytes = kDefaultBucketBytes;              // 25 MiB
+  int64_t bucket_cap_bytes = int64_t(kDefaultBucketBytes);     // 25 MiB
   int64_t first_bucket_cap_bytes = kDefaultFirstBucketBytes;   // 1 MiB
   bool find_unused_parameters = false;
   bool gradient_as_bucket_view = true;

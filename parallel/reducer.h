@@ -77,17 +77,19 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "parallel/coalesced.h"
 #include "parallel/comm_hooks.h"
 #include "parallel/process_group.h"
 
 namespace ember::parallel {
 
-inline constexpr int64_t kDefaultFirstBucketBytes = int64_t(1) << 20;   // 1 MiB
-inline constexpr int64_t kDefaultBucketBytes = int64_t(25) << 20;       // 25 MiB
+// The first bucket's default cap (PyTorch's); later buckets take
+// kDefaultBucketBytes (25 MiB, parallel/coalesced.h).
+inline constexpr int64_t kDefaultFirstBucketBytes = int64_t(1) << 20;  // 1 MiB
 
 struct ReducerOptions {
   int64_t first_bucket_bytes = kDefaultFirstBucketBytes;
-  int64_t bucket_bytes = kDefaultBucketBytes;
+  int64_t bucket_bytes = int64_t(kDefaultBucketBytes);
   bool find_unused_parameters = false;
   bool gradient_as_bucket_view = true;
 };
