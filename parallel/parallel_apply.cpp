@@ -22,7 +22,11 @@ struct ReplicaThreads::State {
   std::mutex mutex;
   std::condition_variable start;
   std::condition_variable done;
+  // The current run's jobs. A worker without a job in a run may wake only
+  // after that run returned and its jobs are gone: it looks at job_count,
+  // never at the vector, to learn that it has none.
   const std::vector<std::function<void()>>* jobs = nullptr;
+  size_t job_count = 0;
   uint64_t generation = 0;
   size_t remaining = 0;
   bool stop = false;
@@ -37,7 +41,7 @@ struct ReplicaThreads::State {
         start.wait(lock, [&] { return stop || generation != seen; });
         if (stop) return;
         seen = generation;
-        if (index + 1 < jobs->size()) job = &(*jobs)[index + 1];
+        if (index + 1 < job_count) job = &(*jobs)[index + 1];
       }
       if (job == nullptr) continue;
       (*job)();
@@ -78,6 +82,7 @@ void ReplicaThreads::run(const std::vector<std::function<void()>>& jobs) {
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
     state_->jobs = &jobs;
+    state_->job_count = jobs.size();
     state_->remaining = jobs.size() - 1;
     ++state_->generation;
   }
