@@ -28,6 +28,7 @@
 #include <cstring>
 #include <deque>
 #include <exception>
+#include <future>
 #include <list>
 #include <mutex>
 #include <optional>
@@ -138,6 +139,27 @@ bool still_in_progress(ncclComm_t comm) {
   return false;
 }
 
+// Aborts a communicator, waiting at most `limit` for ncclCommAbort, which
+// can hang itself in some NCCL versions (NVIDIA/nccl#829); it is then left
+// to finish in the background. Returns what went wrong, or "".
+std::string abort_within(ncclComm_t comm, std::chrono::milliseconds limit) {
+  auto outcome = std::make_shared<std::promise<std::string>>();
+  std::future<std::string> result = outcome->get_future();
+  std::thread([comm, outcome] {
+    try {
+      EMBER_NCCL_CHECK(ncclCommAbort(comm));
+      outcome->set_value("");
+    } catch (const std::exception& e) {
+      outcome->set_value(e.what());
+    }
+  }).detach();
+  if (result.wait_for(limit) != std::future_status::ready) {
+    return "ncclCommAbort did not return within " + std::to_string(limit.count()) +
+           " ms and was left running in the background";
+  }
+  return result.get();
+}
+
 // The communicator, shared by the group's worker and its works (which may
 // outlive the group). Every call on it holds `mutex`.
 struct Communicator {
@@ -162,19 +184,16 @@ struct Communicator {
     return !failed && error_locked().empty();
   }
 
-  // Aborts the communicator (ends NCCL's kernels on the GPU) and marks it
-  // failed; returns what NCCL said if aborting failed too.
-  std::string abort() {
-    std::lock_guard<std::mutex> lock(mutex);
-    failed = true;
-    if (comm == nullptr) return "";
-    ncclComm_t c = std::exchange(comm, nullptr);
-    try {
-      EMBER_NCCL_CHECK(ncclCommAbort(c));
-    } catch (const std::exception& e) {
-      return std::string(" (aborting the communicator failed too: ") + e.what() + ")";
+  // Marks the communicator failed and aborts it (which ends NCCL's kernels
+  // on the GPU), waiting at most `limit`; returns what went wrong, or "".
+  std::string abort(std::chrono::milliseconds limit) {
+    ncclComm_t c = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      failed = true;
+      c = std::exchange(comm, nullptr);
     }
-    return "";
+    return c == nullptr ? "" : abort_within(c, limit);
   }
 
   // Finalizes and destroys the communicator, giving up after `timeout` (a
@@ -194,10 +213,13 @@ struct Communicator {
       finalized = !pending;
     } catch (const std::exception&) {  // finalizing failed: aborting frees what is left
     }
-    if (finalized) {
-      ncclCommDestroy(c);  // nothing left to report to in a destructor
-    } else {
-      ncclCommAbort(c);
+    try {
+      if (finalized) {
+        EMBER_NCCL_CHECK(ncclCommDestroy(c));  // local once finalized: does not wait for the peers
+      } else {
+        abort_within(c, timeout);
+      }
+    } catch (const std::exception&) {  // a destructor has no one to tell
     }
   }
 };
@@ -284,8 +306,8 @@ int checked_device(const ProcessGroupOptions& options, int rank, int size) {
     } catch (const Error& e) {
       why = e.what();
     }
-    EMBER_FAIL(who << ": the nccl backend needs a CUDA device for each rank, but " << why
-                   << ". For CPU tensors use the gloo backend");
+    EMBER_FAIL(who << ": the nccl backend needs a CUDA device for each rank, and this process sees none (" << why
+                   << "). For CPU tensors use the gloo backend");
   }
   const int device = options.nccl_device == -1 ? cuda::current_device() : options.nccl_device;
   try {
@@ -371,13 +393,13 @@ struct NcclProcessGroup::Impl {
         pending = still_in_progress(c);
       }
     } catch (const std::exception& e) {
-      if (c != nullptr) ncclCommAbort(c);
+      if (c != nullptr) abort_within(c, group->timeout());
       EMBER_FAIL(where() << ": creating the NCCL communicator failed: " << e.what()
                          << ". If two ranks share a GPU: each needs its own; call cuda::set_device(LOCAL_RANK) before "
                          << "making the group, or set ProcessGroupOptions::nccl_device");
     }
     if (pending) {
-      ncclCommAbort(c);
+      abort_within(c, group->timeout());
       std::string missing;
       try {
         for (int r = 0; r < size; ++r)
@@ -420,8 +442,9 @@ struct NcclProcessGroup::Impl {
       item.work->settle(std::make_exception_ptr(unusable(item.c, "did not finish", broken)));
       return;
     }
-    const std::string complaint = comm->abort();
-    const std::string message = group->failure_message(item.c, cause + complaint);
+    const std::string complaint = comm->abort(group->timeout());
+    const std::string message =
+        group->failure_message(item.c, complaint.empty() ? cause : cause + " (" + complaint + ")");
     item.work->settle(std::make_exception_ptr(Error(message)));
     for (Item& other : in_flight) other.work->settle(std::make_exception_ptr(unusable(other.c, "did not finish", message)));
     in_flight.clear();
@@ -622,7 +645,7 @@ struct NcclProcessGroup::Impl {
   // later collective, and aborts the communicator (its state is unknown).
   void abandon(const std::string& why) {
     if (dead.empty()) dead = where() + ": the group's worker thread failed: " + why;
-    comm->abort();
+    comm->abort(group->timeout());
     for (Item& item : in_flight) item.work->settle(std::make_exception_ptr(Error(dead)));
     in_flight.clear();
   }

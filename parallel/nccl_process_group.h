@@ -47,8 +47,9 @@
 //   already (see nccl_process_group.cpp for why), before any NCCL call.
 // - The destructor lets the queued collectives run and finish (each bounded
 //   by the timeout), then finalizes and destroys the communicator, or
-//   aborts it when the group has failed or finalizing takes longer than the
-//   timeout. It never throws.
+//   aborts it when finalizing takes longer than the timeout. It never
+//   throws. No abort waits longer than the timeout either (ncclCommAbort can
+//   hang in some NCCL versions; it is then left running in the background).
 #pragma once
 
 #include <memory>

@@ -293,6 +293,8 @@ TEST(NcclProcessGroup, RunsAfterTheCallersStreamWithoutBlockingTheHost) {
   cuda::StreamGuard side(cuda::stream_from_pool(0));  // a current stream other than the legacy one
   Tensor input = zeros({4096}, DType::Float32, kGpu);
   Tensor out = zeros({1, 4096}, DType::Float32, kGpu);
+  // NCCL's first collective loads its kernels, which takes the worker a while.
+  g->all_gather_into_tensor(out, input)->wait();
   cuda::current_stream(0).synchronize();
   keep_stream_busy(300ms);
   input.fill_(7.0);  // queued behind the busy wait: the collective must wait for it
