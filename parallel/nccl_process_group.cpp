@@ -252,7 +252,7 @@ class NcclWork : public Work {
     // then the worker finishes the work with the error.
     std::optional<bool> healthy = comm_->healthy();
     if (!healthy || !*healthy) return false;
-    const_cast<NcclWork*>(this)->settle(nullptr);  // finishing once is state of the work, not of its value
+    const_cast<NcclWork*>(this)->settle(nullptr);  // recording what was observed; callers see no change
     return true;
   }
 
