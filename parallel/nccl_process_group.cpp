@@ -402,8 +402,10 @@ struct NcclProcessGroup::Impl {
       abort_within(c, group->timeout());
       std::string missing;
       try {
-        for (int r = 0; r < size; ++r)
-          if (!store.check({"nccl/init/" + std::to_string(r)})) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+        for (int r = 0; r < size; ++r) {
+          if (!store.check({"nccl/init/" + std::to_string(r)}))
+            missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+        }
       } catch (const std::exception& e) {
         missing = std::string("unknown (the store cannot be reached: ") + e.what() + ")";
       }
@@ -446,7 +448,8 @@ struct NcclProcessGroup::Impl {
     const std::string message =
         group->failure_message(item.c, complaint.empty() ? cause : cause + " (" + complaint + ")");
     item.work->settle(std::make_exception_ptr(Error(message)));
-    for (Item& other : in_flight) other.work->settle(std::make_exception_ptr(unusable(other.c, "did not finish", message)));
+    for (Item& other : in_flight)
+      other.work->settle(std::make_exception_ptr(unusable(other.c, "did not finish", message)));
     in_flight.clear();
     std::deque<Item> queued;
     {

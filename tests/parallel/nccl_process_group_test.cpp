@@ -5,13 +5,14 @@
 //   visible, before it joins the group; creation turns NVLS off unless the
 //   user set NCCL_NVLS_ENABLE.
 // - One GPU (world size 1, in this process): every op and dtype against the
-//   values computed on the CPU, the staging paths of all_gather and
-//   reduce_scatter, ordering after the caller's current stream without
-//   blocking the host, the blocking waits (barrier, nccl_blocking_wait),
-//   argument errors, init_process_group("nccl").
+//   values computed on the CPU, ordering after the caller's current stream
+//   without blocking the host, the blocking waits (barrier,
+//   nccl_blocking_wait), argument errors, init_process_group("nccl").
 // - Two or more GPUs (one forked process per GPU): the reductions across
-//   ranks, a rank that never arrives at the first collective or at a later
-//   one (the timeout), and a rank that exits mid-loop.
+//   ranks (with separate output and input tensors, which all_gather and
+//   reduce_scatter stage through one buffer), a rank that never arrives at
+//   the first collective or at a later one (the timeout), and a rank that
+//   exits mid-loop.
 // A test that needs GPUs it does not have skips, saying so. The forked tests
 // need a process that has not used CUDA before the fork (ctest runs each
 // test in a process of its own).
@@ -143,7 +144,8 @@ TEST(NcclBackend, NoVisibleGpuIsAClearErrorBeforeJoining) {
   if (cuda::is_available()) GTEST_SKIP() << "a CUDA device is visible; this checks the error without one";
   auto store = local_store();
   for (int device : {-1, 2}) {
-    EXPECT_TRUE(throws_with([&] { new_group("nccl", store, 0, 1, {.timeout = 1s, .name = "nogpu", .nccl_device = device}); },
+    EXPECT_TRUE(throws_with(
+        [&] { new_group("nccl", store, 0, 1, {.timeout = 1s, .name = "nogpu", .nccl_device = device}); },
                             {"nccl process group (rank 0 of 1)", "needs a CUDA device for each rank",
                              "no CUDA device is visible", "CUDA_VISIBLE_DEVICES=", "use the gloo backend"}));
   }
@@ -174,7 +176,9 @@ class SavedEnv {
 
 TEST(NcclBackend, CreationTurnsNvlsOffUnlessTheUserSetIt) {
   // With a GPU the group would be made, and no test may turn NVLS on there.
-  if (cuda::is_available()) GTEST_SKIP() << "a CUDA device is visible; this runs where creation stops at the device check";
+  if (cuda::is_available()) {
+    GTEST_SKIP() << "a CUDA device is visible; this runs where creation stops at the device check";
+  }
   SavedEnv saved("NCCL_NVLS_ENABLE");
   auto store = local_store();
   unsetenv("NCCL_NVLS_ENABLE");
@@ -236,10 +240,12 @@ TEST(NcclProcessGroup, OneRankBroadcastAllGatherAndReduceScatter) {
     EXPECT_EQ(values_of(bs[1]), values_of(0, 3, 4)) << dtype_name(dtype);
 
     Tensor input = rank_tensor(0, 6, dtype).view({2, 3}).to(kGpu);
-    TensorList outs = {zeros({2, 3}, dtype, kGpu)};  // its own allocation: the staging path
+    // (With one rank every output list is one block; the staging of
+    // separate outputs and inputs runs in NcclRanks below.)
+    TensorList outs = {zeros({2, 3}, dtype, kGpu)};
     g->all_gather(outs, input)->wait();
     EXPECT_EQ(values_of(outs[0]), values_of(0, 6)) << dtype_name(dtype);
-    Tensor stacked = zeros({1, 2, 3}, dtype, kGpu);  // one block: NCCL writes it directly
+    Tensor stacked = zeros({1, 2, 3}, dtype, kGpu);
     g->all_gather_into_tensor(stacked, input)->wait();
     EXPECT_EQ(values_of(stacked), values_of(0, 6)) << dtype_name(dtype);
 
@@ -359,7 +365,8 @@ TEST(NcclProcessGroup, ArgumentErrorsNameTheOpTensorsAndDevice) {
   EXPECT_TRUE(throws_with([&] { g->all_reduce(zeros({4})); },
                           {"nccl all_reduce(sum) of [4] float32 on cpu", "CUDA tensors on this group's device cuda:0",
                            "tensors[0] is [4] float32 on cpu", "t.to(cuda_device(0))", "gloo group for CPU tensors"}));
-  EXPECT_TRUE(throws_with([&] { g->all_gather({zeros({2})}, zeros({2})); }, {"nccl all_gather", "the input is [2] float32 on cpu"}));
+  EXPECT_TRUE(throws_with([&] { g->all_gather({zeros({2})}, zeros({2})); },
+                          {"nccl all_gather", "the input is [2] float32 on cpu"}));
   EXPECT_TRUE(throws_with([&] { g->reduce_scatter(zeros({2}), {zeros({2})}); },
                           {"nccl reduce_scatter", "the output is [2] float32 on cpu"}));
   EXPECT_TRUE(throws_with([&] { g->all_reduce(zeros({4, 3}, DType::Float32, kGpu).t()); },
@@ -467,7 +474,8 @@ TEST(NcclRanks, EveryCollectiveAcrossAllVisibleGpus) {
     }
     // A coalesced all_reduce, and an input that is another rank's block of
     // the output (NCCL works in place only in this rank's block).
-    TensorList ts = {rank_tensor(ctx.rank, 6, DType::Float32).to(gpu), rank_tensor(ctx.rank, 5, DType::Float32, 6).to(gpu)};
+    TensorList ts = {rank_tensor(ctx.rank, 6, DType::Float32).to(gpu),
+                     rank_tensor(ctx.rank, 5, DType::Float32, 6).to(gpu)};
     g->all_reduce(ts)->wait();
     std::vector<double> sum = expected_reduction(ReduceOp::Sum, n, 11);
     EXPECT_EQ(values_of(ts[0]), std::vector<double>(sum.begin(), sum.begin() + 6));
@@ -535,7 +543,8 @@ TEST(NcclRanks, ACollectiveThatTimesOutAfterANonBlockingWaitFailsLater) {
                              "Rank 1 of 2 did not arrive at #2 (last collective started: rank 1 #1 all_reduce)"}) {
       EXPECT_NE(error.find(part), std::string::npos) << "missing \"" << part << "\" in: " << error;
     }
-    EXPECT_TRUE(throws_with([&] { g->all_reduce(t); }, {"unusable since an earlier collective failed", "all_reduce #2"}));
+    EXPECT_TRUE(
+        throws_with([&] { g->all_reduce(t); }, {"unusable since an earlier collective failed", "all_reduce #2"}));
     ctx.store->set("rank 0 done", "1");
   });
   EXPECT_TRUE(testing::all_passed(results));
