@@ -48,8 +48,9 @@
 #include "core/ops/op_utils.h"
 #include "parallel/collective_tracker.h"
 
-static_assert(NCCL_VERSION_CODE >= NCCL_VERSION(2, 14, 0),
-              "ember's nccl backend needs NCCL 2.14 or newer (non-blocking communicators, ncclCommFinalize)");
+static_assert(NCCL_VERSION_CODE >= NCCL_VERSION(2, 18, 0),
+              "ember's nccl backend needs NCCL 2.18 or newer (non-blocking communicators, ncclCommFinalize, "
+              "ncclConfig_t::commName)");
 
 namespace ember::parallel {
 
