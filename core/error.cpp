@@ -6,11 +6,10 @@ namespace ember::detail {
 
 void throw_error(const std::string& message, const char* file, int line) {
   std::string where = file;
-  auto slash = where.rfind("/core/");
-  if (slash == std::string::npos) slash = where.rfind("/kernels/");
-  if (slash == std::string::npos) slash = where.rfind("/nn/");
-  if (slash == std::string::npos) slash = where.rfind("/data/");
-  if (slash == std::string::npos) slash = where.rfind("/parallel/");
+  size_t slash = std::string::npos;
+  for (const char* layer : {"/core/", "/kernels/", "/nn/", "/data/", "/optim/", "/parallel/"}) {
+    if (slash == std::string::npos) slash = where.rfind(layer);
+  }
   if (slash != std::string::npos) where = where.substr(slash + 1);
   throw Error(message + " [" + where + ":" + std::to_string(line) + "]");
 }

@@ -123,7 +123,9 @@ int run(const Options& o) {
   MixedPrecision mixed;
   if (o.amp != Amp::None) mixed.dtype = o.amp == Amp::FP16 ? DType::Float16 : DType::BFloat16;
   if (o.amp == Amp::FP16) mixed.scaler = &scaler.emplace();
-  const Augmentation augment = o.augment == Augment::Flip ? Augmentation(random_hflip) : Augmentation();
+  Augmentation augment;
+  if (o.augment == Augment::Flip) augment = random_hflip;
+  if (o.augment == Augment::FlipShift) augment = [](const Tensor& x) { return random_shift(random_hflip(x), 2); };
   RunPosition position;
   if (!o.resume.empty()) {
     position = load_run(o.resume, *model, *optimizer, scheduler.get(), generator, flags, mixed.scaler);

@@ -2,6 +2,7 @@
 #include "core/cuda/device.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
@@ -32,6 +33,19 @@ const DeviceCount& counted() {
     return r;
   }();
   return c;
+}
+
+// nvidia-smi's form: GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx.
+std::string uuid_string(const cudaUUID_t& id) {
+  static const char* hex = "0123456789abcdef";
+  std::string s = "GPU-";
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) s += '-';
+    const auto byte = static_cast<unsigned char>(id.bytes[i]);
+    s += hex[byte >> 4];
+    s += hex[byte & 15];
+  }
+  return s;
 }
 
 }  // namespace
@@ -90,6 +104,10 @@ const DeviceProperties& properties(int device) {
     props->minor = p.minor;
     props->l2_cache_size = p.l2CacheSize;
     props->shared_memory_per_block_optin = p.sharedMemPerBlockOptin;
+    char pci[32];
+    std::snprintf(pci, sizeof(pci), "%04x:%02x:%02x.0", p.pciDomainID, p.pciBusID, p.pciDeviceID);
+    props->pci_bus_id = pci;
+    props->uuid = uuid_string(p.uuid);
     cache[device] = std::move(props);
   });
   return *cache[device];

@@ -38,6 +38,8 @@ struct DeviceProperties {
   int minor = 0;
   int l2_cache_size = 0;                 // bytes
   size_t shared_memory_per_block_optin = 0;  // bytes a block can opt in to
+  std::string pci_bus_id;                // "0000:65:00.0" (domain:bus:device.function)
+  std::string uuid;                      // "GPU-8f3e0c1a-..." (nvidia-smi -L's form; a MIG instance's own)
 };
 // Read once per device and cached.
 const DeviceProperties& properties(int device = -1);

@@ -126,10 +126,12 @@ const std::vector<Flag>& flags() {
        [](Raw& r, const std::string& f, const std::string& v) {
          r.options.schedule = parse_choice<Schedule>(f, v, {{"cosine", Schedule::Cosine}, {"none", Schedule::None}});
        }},
-      {"--augment", "flip|none", "training-time augmentation: random horizontal flips of half the images, or none; "
-                                 "default flip (cnn), none (mlp)",
+      {"--augment", "flip|flip+shift|none", "training-time augmentation: random horizontal flips of half the images, "
+                                            "those and random shifts of up to 2 pixels, or none; default flip (cnn), "
+                                            "none (mlp)",
        [](Raw& r, const std::string& f, const std::string& v) {
-         r.augment = parse_choice<Augment>(f, v, {{"flip", Augment::Flip}, {"none", Augment::None}});
+         r.augment = parse_choice<Augment>(
+             f, v, {{"flip", Augment::Flip}, {"flip+shift", Augment::FlipShift}, {"none", Augment::None}});
        }},
       {"--amp", "fp16|bf16|none", "mixed precision: the forward and the loss under autocast in float16 (with "
                                   "dynamic loss scaling) or bfloat16, on the training device; default none",
@@ -315,7 +317,14 @@ const char* optimizer_name(OptimizerKind kind) {
 
 const char* schedule_name(Schedule schedule) { return schedule == Schedule::Cosine ? "cosine" : "none"; }
 
-const char* augment_name(Augment augment) { return augment == Augment::Flip ? "flip" : "none"; }
+const char* augment_name(Augment augment) {
+  switch (augment) {
+    case Augment::Flip: return "flip";
+    case Augment::FlipShift: return "flip+shift";
+    case Augment::None: return "none";
+  }
+  return "none";
+}
 
 const char* amp_name(Amp amp) {
   switch (amp) {

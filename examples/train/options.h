@@ -34,7 +34,7 @@ class UsageError : public std::runtime_error {
 enum class ModelKind { MLP, CNN };
 enum class OptimizerKind { SGD, Adam, AdamW };
 enum class Schedule { Cosine, None };
-enum class Augment { Flip, None };
+enum class Augment { Flip, FlipShift, None };
 enum class Amp { None, FP16, BF16 };
 
 struct Options {
