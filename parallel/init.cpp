@@ -10,6 +10,9 @@
 #if EMBER_WITH_GLOO
 #include "parallel/gloo_process_group.h"
 #endif
+#if EMBER_WITH_CUDA
+#include "parallel/nccl_process_group.h"
+#endif
 
 namespace ember::parallel {
 
@@ -61,6 +64,11 @@ void check_backend(const std::string& backend) {
                                  "Install Gloo (apt-get install libgloo-dev) and configure again "
                                  "(cmake -DEMBER_WITH_GLOO=ON)");
 #endif
+#if !EMBER_WITH_CUDA
+  EMBER_CHECK(backend != "nccl", "process group: this ember was built without CUDA (EMBER_WITH_CUDA=OFF), so it has no "
+                                 "nccl backend. Use the gloo backend for CPU tensors, or build ember with the CUDA "
+                                 "toolkit and NCCL (apt-get install libnccl-dev) for GPUs");
+#endif
   EMBER_CHECK(backend_available(backend),
               "process group: unknown backend '" << backend << "'; this build has: " << joined(available_backends()));
 }
@@ -71,6 +79,9 @@ std::vector<std::string> available_backends() {
   std::vector<std::string> out;
 #if EMBER_WITH_GLOO
   out.push_back("gloo");
+#endif
+#if EMBER_WITH_CUDA
+  out.push_back("nccl");
 #endif
   return out;
 }
@@ -91,6 +102,9 @@ std::shared_ptr<ProcessGroup> new_group(const std::string& backend, const std::s
     }
     return std::make_shared<GlooProcessGroup>(store, rank, size, o);
   }
+#endif
+#if EMBER_WITH_CUDA
+  if (backend == "nccl") return std::make_shared<NcclProcessGroup>(store, rank, size, options);
 #endif
   EMBER_FAIL("process group: backend '" << backend << "' has no constructor (an ember bug)");
 }

@@ -14,9 +14,11 @@
 //   over it. It returns when every rank has joined; after the timeout it
 //   throws, naming the ranks that did not.
 // - The other form takes a store, rank and world size (no environment).
-// - Backends: "gloo" (CPU tensors) when ember was built with Gloo. An unknown
-//   backend, or one this build lacks, is an ember::Error that lists the
-//   available ones and says how to get the missing one.
+// - Backends: "gloo" (CPU tensors) when ember was built with Gloo, "nccl"
+//   (CUDA tensors, one GPU per rank: parallel/nccl_process_group.h) when it
+//   was built with CUDA. An unknown backend, or one this build lacks, is an
+//   ember::Error that lists the available ones and says how to get the
+//   missing one.
 // - The gloo transport listens on the address through which this host
 //   reaches the TCPStore (the interface the other ranks reach it by), unless
 //   ProcessGroupOptions or GLOO_SOCKET_IFNAME say otherwise.
@@ -26,8 +28,10 @@
 //   destroy_process_group() so that rank 0 does not leave while others still
 //   need it.
 // - The free collectives below run on the default group and wait for their
-//   result (PyTorch's async_op=False); for overlap use the group's own
-//   asynchronous methods (default_group()->all_reduce(t) returns a Work).
+//   result (PyTorch's async_op=False): with nccl, the caller's current CUDA
+//   stream waits for it, not the host (Work::wait()'s rule). For overlap use
+//   the group's own asynchronous methods (default_group()->all_reduce(t)
+//   returns a Work).
 #pragma once
 
 #include <memory>
@@ -40,7 +44,7 @@
 
 namespace ember::parallel {
 
-// The backends this build has: {"gloo"} with Gloo.
+// The backends this build has: "gloo" with Gloo, "nccl" with CUDA.
 std::vector<std::string> available_backends();
 bool backend_available(const std::string& backend);
 

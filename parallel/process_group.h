@@ -1,6 +1,7 @@
 // ProcessGroup: the ranks of a job that run collectives together, and the
-// collectives. A backend (gloo for CPU tensors; NCCL for CUDA tensors
-// later) derives from it; callers see only this interface.
+// collectives. A backend (gloo for CPU tensors, parallel/gloo_process_group.h;
+// nccl for CUDA tensors, parallel/nccl_process_group.h) derives from it;
+// callers see only this interface.
 //
 //   auto group = parallel::new_group("gloo", store, rank, world_size);   // parallel/init.h
 //   group->all_reduce(grad, ReduceOp::Avg)->wait();
@@ -25,7 +26,8 @@
 //   The version counters of written tensors are bumped when the collective
 //   is issued, so autograd refuses a backward through their old values.
 // - Tensors are contiguous, not bool, and on a device the backend supports
-//   (gloo: the CPU). ReduceOp::Avg needs a floating dtype.
+//   (gloo: the CPU; nccl: the group's GPU). ReduceOp::Avg needs a floating
+//   dtype.
 // - A collective that does not complete within the group's timeout fails
 //   (its Work's wait() throws) with an ember::Error naming the backend, the
 //   collective and its number, this rank, the ranks that did not arrive at
@@ -72,6 +74,14 @@ struct ProcessGroupOptions {
   // empty: GLOO_SOCKET_IFNAME if set, else this host's name.
   std::string gloo_hostname;
   std::string gloo_interface;
+  // nccl: this rank's CUDA device; -1: the calling thread's current device
+  // when the group is made.
+  int nccl_device = -1;
+  // nccl: Work::wait() blocks the host until the GPU has finished the
+  // collective (or it failed), instead of only making the caller's current
+  // stream wait for it; for debugging and tests (PyTorch's
+  // TORCH_NCCL_BLOCKING_WAIT).
+  bool nccl_blocking_wait = false;
 };
 
 class ProcessGroup {
@@ -85,7 +95,7 @@ class ProcessGroup {
   std::chrono::milliseconds timeout() const { return timeout_; }
   const std::string& name() const { return name_; }
   bool debug() const { return debug_; }
-  virtual const char* backend() const = 0;  // "gloo"
+  virtual const char* backend() const = 0;  // "gloo", "nccl"
   // How many collectives this rank has issued (the number of the last one).
   uint64_t sequence_number() const;
 

@@ -526,8 +526,10 @@ TEST(ProcessGroupInit, EnvInitializationAndTheDefaultGroup) {
 
 TEST(ProcessGroupInit, UnknownBackendsAndMissingVariables) {
   auto store = std::make_shared<TCPStore>("127.0.0.1", 0, TCPStoreOptions{.is_server = true, .timeout = 1s});
-  std::string have = backend_available("gloo") ? "this build has: gloo" : "this build has: none";
-  EXPECT_TRUE(throws_with([&] { new_group("nccl", store, 0, 1); }, {"unknown backend 'nccl'", have}));
+  std::string have = "this build has: ";
+  for (const std::string& b : available_backends()) have += (b == available_backends()[0] ? "" : ", ") + b;
+  if (available_backends().empty()) have += "none";
+  EXPECT_TRUE(throws_with([&] { new_group("ucc", store, 0, 1); }, {"unknown backend 'ucc'", have}));
   EXPECT_TRUE(throws_with([&] { init_process_group("mpi", store, 0, 1); }, {"unknown backend 'mpi'"}));
   EXPECT_FALSE(is_initialized());
   if (!backend_available("gloo")) {
