@@ -38,8 +38,8 @@ Distributed start_distributed(const Options& o) {
   if (o.device.is_cuda()) {
     if (!parallel::backend_available("nccl")) {
       throw UsageError("distributed training on " + o.device.str() +
-                       " needs the NCCL backend, which this build of ember does not have yet; train with "
-                       "--device cpu (the gloo backend)");
+                       " needs the NCCL backend, which this build of ember lacks (it is built without CUDA); "
+                       "train with --device cpu (the gloo backend)");
     }
     d.backend = "nccl";
     EMBER_CHECK(info.local_rank < cuda::device_count(),
@@ -47,11 +47,13 @@ Distributed start_distributed(const Options& o) {
                                      << cuda::device_count() << " CUDA devices are visible; start at most that many "
                                      << "ranks per node");
     d.device = cuda_device(info.local_rank);
+    cuda::set_device(info.local_rank);  // one GPU per rank: local rank k trains on cuda:k
   } else {
     d.backend = "gloo";
   }
   parallel::ProcessGroupOptions pg;
   pg.timeout = o.dist_timeout;
+  if (d.device.is_cuda()) pg.nccl_device = d.device.index;
   parallel::init_process_group(d.backend, pg);
   d.group = parallel::default_group();
   return d;

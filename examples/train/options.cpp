@@ -175,8 +175,8 @@ const std::vector<Flag>& flags() {
                                  "MASTER_ADDR, MASTER_PORT). Implied under ember-run (or torchrun, mpirun, srun) "
                                  "with more than one rank. Each rank trains on its share of the training set "
                                  "(DistributedSampler) and evaluates its share of the test set; rank 0 prints, logs "
-                                 "and checkpoints. CPU only for now, through gloo: distributed CUDA training needs "
-                                 "the NCCL backend, which this build lacks; default off",
+                                 "and checkpoints. On the CPU through gloo; on CUDA through nccl, local rank k on "
+                                 "cuda:k; default off",
        [](Raw& r, const std::string&, const std::string&) { r.options.distributed = true; }},
       {"--dist-timeout", "S", "distributed: seconds a collective may wait for the other ranks before the run fails "
                               "(a rank that died or hangs); default 1800",
