@@ -2,7 +2,7 @@
 // accuracy. `ember-train --help` lists every flag with its default.
 //
 //   ember-train --model mlp --epochs 10                 (about 89-90% test accuracy)
-//   ember-train --model cnn --epochs 15 --device cuda   (about 93%)
+//   ember-train --model cnn --epochs 20                 (93.03% on a 2-core CPU)
 //
 // Output: a progress bar on stderr while an epoch runs; on stdout, the run's
 // setup, one line per epoch (train loss, train and test accuracy, time),

@@ -4,7 +4,7 @@
 # through sudo when not root), configures ./build (with CUDA when nvcc is
 # found), builds ember-train and trains the MLP on Fashion-MNIST on the GPU
 # if one is visible, else on the CPU. Extra arguments go to ember-train
-# (e.g. --model cnn --epochs 12); see `build/examples/ember-train --help`.
+# (e.g. --model cnn --epochs 20); see `build/examples/ember-train --help`.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
