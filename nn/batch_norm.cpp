@@ -33,6 +33,23 @@ BatchNormBase::BatchNormBase(const char* layer, int64_t num_features, double eps
   reset_parameters();
 }
 
+BatchNormBase::BatchNormBase(const BatchNormBase& other)
+    : num_features(other.num_features),
+      eps(other.eps),
+      momentum(other.momentum),
+      affine(other.affine),
+      track_running_stats(other.track_running_stats) {
+  if (affine) {
+    weight = register_parameter("weight", other.weight, other.weight.requires_grad());
+    bias = register_parameter("bias", other.bias, other.bias.requires_grad());
+  }
+  if (track_running_stats) {
+    running_mean = register_buffer("running_mean", other.running_mean);
+    running_var = register_buffer("running_var", other.running_var);
+    num_batches_tracked = register_buffer("num_batches_tracked", other.num_batches_tracked);
+  }
+}
+
 void BatchNormBase::reset_running_stats() {
   if (!track_running_stats) return;
   init::zeros_(running_mean);
@@ -60,7 +77,10 @@ Tensor BatchNormBase::forward(const Tensor& input) {
     num_batches_tracked.add_(1);
     if (!momentum) factor = 1.0 / double(num_batches_tracked.item<int64_t>());
   }
-  bool use_batch_stats = is_training() || !track_running_stats;
+  return normalize(input, is_training() || !track_running_stats, factor);
+}
+
+Tensor BatchNormBase::normalize(const Tensor& input, bool use_batch_stats, double factor) {
   return batch_norm(input, running_mean, running_var, weight, bias, use_batch_stats, factor, eps);
 }
 

@@ -20,6 +20,10 @@
 
 namespace ember::nn {
 
+// What every batch normalization layer shares: the parameters and buffers,
+// the momentum rule, printing. forward checks the input, applies the
+// momentum rule, then calls normalize(), which a layer may replace
+// (parallel::SyncBatchNorm normalizes over every rank).
 class BatchNormBase : public UnaryModule {
  public:
   Tensor forward(const Tensor& input) override;
@@ -43,7 +47,14 @@ class BatchNormBase : public UnaryModule {
   // layer names the class in the constructor's errors.
   BatchNormBase(const char* layer, int64_t num_features, double eps, std::optional<double> momentum, bool affine,
                 bool track_running_stats);
+  // A layer with other's options over other's very parameter and buffer
+  // tensors (shared, not copied: an optimizer of other's keeps working).
+  explicit BatchNormBase(const BatchNormBase& other);
   virtual void check_input_dim(const Tensor& input) const = 0;
+  // Normalizes with the batch statistics (use_batch_stats, updating the
+  // running ones with momentum factor) or the running ones. Default:
+  // ember::batch_norm.
+  virtual Tensor normalize(const Tensor& input, bool use_batch_stats, double factor);
 };
 
 class BatchNorm1d : public BatchNormBase {

@@ -12,7 +12,6 @@
 // with both sums global; dw = sum(dy * xhat), db = sum(dy) of this rank.
 #include "parallel/sync_batch_norm.h"
 
-#include <sstream>
 #include <utility>
 #include <vector>
 
@@ -160,82 +159,28 @@ Tensor sync_batch_norm(const Tensor& input, const Tensor& weight, const Tensor& 
 
 SyncBatchNorm::SyncBatchNorm(int64_t num_features, double eps, std::optional<double> momentum, bool affine,
                              bool track_running_stats, std::shared_ptr<ProcessGroup> group)
-    : num_features(num_features),
-      eps(eps),
-      momentum(momentum),
-      affine(affine),
-      track_running_stats(track_running_stats),
-      group_(std::move(group)) {
-  EMBER_CHECK(num_features > 0, "SyncBatchNorm: num_features must be positive, got " << num_features);
-  EMBER_CHECK(eps > 0.0, "SyncBatchNorm: eps must be positive, got " << eps);
-  EMBER_CHECK(!momentum || (*momentum >= 0.0 && *momentum <= 1.0),
-              "SyncBatchNorm: momentum must be in [0, 1], got " << *momentum);
-  if (affine) {
-    weight = register_parameter("weight", ones({num_features}));
-    bias = register_parameter("bias", zeros({num_features}));
-  }
-  if (track_running_stats) {
-    running_mean = register_buffer("running_mean", zeros({num_features}));
-    running_var = register_buffer("running_var", ones({num_features}));
-    num_batches_tracked = register_buffer("num_batches_tracked", zeros({}, DType::Int64));
-  }
-}
+    : BatchNormBase("SyncBatchNorm", num_features, eps, momentum, affine, track_running_stats),
+      group_(std::move(group)) {}
 
 SyncBatchNorm::SyncBatchNorm(const nn::BatchNormBase& bn, std::shared_ptr<ProcessGroup> group)
-    : num_features(bn.num_features),
-      eps(bn.eps),
-      momentum(bn.momentum),
-      affine(bn.affine),
-      track_running_stats(bn.track_running_stats),
-      group_(std::move(group)) {
-  if (affine) {
-    weight = register_parameter("weight", bn.weight, bn.weight.requires_grad());
-    bias = register_parameter("bias", bn.bias, bn.bias.requires_grad());
-  }
-  if (track_running_stats) {
-    running_mean = register_buffer("running_mean", bn.running_mean);
-    running_var = register_buffer("running_var", bn.running_var);
-    num_batches_tracked = register_buffer("num_batches_tracked", bn.num_batches_tracked);
-  }
-}
+    : BatchNormBase(bn), group_(std::move(group)) {}
 
 std::shared_ptr<ProcessGroup> SyncBatchNorm::process_group() const {
   if (group_) return group_;
   return is_initialized() ? default_group() : nullptr;
 }
 
-Tensor SyncBatchNorm::forward(const Tensor& input) {
+void SyncBatchNorm::check_input_dim(const Tensor& input) const {
   EMBER_CHECK(input.dim() >= 2, "SyncBatchNorm: expected an input of at least 2 dims (N, C, ...), got shape "
                                     << shape_str(input.shape()));
-  EMBER_CHECK(input.size(1) == num_features, "SyncBatchNorm: expected " << num_features
-                                                                        << " channels (dim 1) but the input has shape "
-                                                                        << shape_str(input.shape()));
-  double factor = momentum.value_or(0.0);
-  if (is_training() && track_running_stats) {
-    NoGradGuard no_grad;
-    num_batches_tracked.add_(1);
-    if (!momentum) factor = 1.0 / double(num_batches_tracked.item<int64_t>());
-  }
-  if (!is_training() && track_running_stats) {
-    return batch_norm(input, running_mean, running_var, weight, bias, false, factor, eps);
-  }
+}
+
+Tensor SyncBatchNorm::normalize(const Tensor& input, bool use_batch_stats, double factor) {
+  if (!use_batch_stats) return BatchNormBase::normalize(input, false, factor);
   // Eval without running statistics: each rank's batch alone, as PyTorch.
   std::shared_ptr<ProcessGroup> group = is_training() ? process_group() : nullptr;
   return sync_batch_norm(input, weight, bias, is_training() ? running_mean : Tensor(), running_var, factor, eps,
                          group);
-}
-
-std::string SyncBatchNorm::extra_repr() const {
-  std::ostringstream s;
-  s << num_features << ", eps=" << eps << ", momentum=";
-  if (momentum) {
-    s << *momentum;
-  } else {
-    s << "none";
-  }
-  s << ", affine=" << (affine ? "true" : "false")
-    << ", track_running_stats=" << (track_running_stats ? "true" : "false");
-  return s.str();
 }
 
 std::shared_ptr<nn::Module> SyncBatchNorm::clone() const {

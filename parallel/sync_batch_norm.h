@@ -56,7 +56,7 @@
 
 namespace ember::parallel {
 
-class SyncBatchNorm : public nn::UnaryModule {
+class SyncBatchNorm : public nn::BatchNormBase {
  public:
   explicit SyncBatchNorm(int64_t num_features, double eps = 1e-5, std::optional<double> momentum = 0.1,
                          bool affine = true, bool track_running_stats = true,
@@ -64,22 +64,13 @@ class SyncBatchNorm : public nn::UnaryModule {
   // Shares bn's parameter and buffer tensors (convert_sync_batchnorm).
   SyncBatchNorm(const nn::BatchNormBase& bn, std::shared_ptr<ProcessGroup> group);
 
-  Tensor forward(const Tensor& input) override;
-  std::string extra_repr() const override;
   std::shared_ptr<Module> clone() const override;
   // The group the next forward synchronizes over (null: this process only).
   std::shared_ptr<ProcessGroup> process_group() const;
 
-  const int64_t num_features;
-  const double eps;
-  const std::optional<double> momentum;
-  const bool affine;
-  const bool track_running_stats;
-  Tensor weight;               // (C), undefined unless affine
-  Tensor bias;                 // (C), undefined unless affine
-  Tensor running_mean;         // (C), undefined unless track_running_stats
-  Tensor running_var;          // (C), undefined unless track_running_stats
-  Tensor num_batches_tracked;  // () int64, undefined unless track_running_stats
+ protected:
+  void check_input_dim(const Tensor& input) const override;
+  Tensor normalize(const Tensor& input, bool use_batch_stats, double factor) override;
 
  private:
   std::shared_ptr<ProcessGroup> group_;
