@@ -17,6 +17,7 @@
 #include "ember.h"
 #include "parallel/init.h"
 #include "parallel/socket.h"
+#include "support/collective_values.h"
 #include "support/error_message.h"
 #include "support/multiprocess.h"
 
@@ -27,7 +28,12 @@ using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using testing::error_of;
 using testing::RankContext;
+using testing::expected_reduction;
+using testing::rank_tensor;
+using testing::rank_value;
+using testing::rank_values;
 using testing::throws_with;
+using testing::values_of;
 
 const DType kDTypes[] = {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::Int32, DType::Int64};
 
@@ -40,32 +46,6 @@ const DType kDTypes[] = {DType::Float32, DType::Float64, DType::Float16, DType::
 std::shared_ptr<ProcessGroup> group_of(RankContext& ctx, std::chrono::milliseconds timeout = 10s,
                                        std::optional<bool> debug = false) {
   return new_group("gloo", ctx.store, ctx.rank, ctx.world_size, {.timeout = timeout, .debug = debug});
-}
-
-// Rank r's value at index i: small integers in [-5, 5], exact in every dtype,
-// whose sums over 4 ranks stay exact in bfloat16 too.
-double value(int r, int64_t i) { return double((r * 7 + i * 3) % 11) - 5; }
-
-Tensor rank_tensor(int r, int64_t n, DType dtype, int64_t offset = 0) {
-  std::vector<double> v;
-  for (int64_t i = 0; i < n; ++i) v.push_back(value(r, i + offset));
-  return from_vector<double>(v, {n}).to(dtype);
-}
-
-std::vector<double> values_of(const Tensor& t) { return to_vector<double>(t.to(DType::Float64)); }
-
-// The reduction over ranks 0..size-1 of value(r, i), element by element.
-std::vector<double> expected_reduction(ReduceOp op, int size, int64_t n, int64_t offset = 0) {
-  std::vector<double> out;
-  for (int64_t i = 0; i < n; ++i) {
-    double acc = value(0, i + offset);
-    for (int r = 1; r < size; ++r) {
-      double v = value(r, i + offset);
-      acc = op == ReduceOp::Max ? std::max(acc, v) : op == ReduceOp::Min ? std::min(acc, v) : acc + v;
-    }
-    out.push_back(op == ReduceOp::Avg ? acc / size : acc);
-  }
-  return out;
 }
 
 class GlooRanks : public ::testing::TestWithParam<int> {};
@@ -134,7 +114,7 @@ TEST_P(GlooRanks, CoalescedAllReduceAndBroadcastOfTensorLists) {
       TensorList bs = {rank_tensor(ctx.rank, 4, DType::Int32), rank_tensor(ctx.rank, 3, DType::Int32, 4)};
       group->broadcast(bs, root)->wait();
       std::vector<double> want;
-      for (int64_t i = 0; i < 7; ++i) want.push_back(value(root, i));
+      for (int64_t i = 0; i < 7; ++i) want.push_back(rank_value(root, i));
       EXPECT_EQ(values_of(bs[0]), std::vector<double>(want.begin(), want.begin() + 4)) << "root " << root;
       EXPECT_EQ(values_of(bs[1]), std::vector<double>(want.begin() + 4, want.end())) << "root " << root;
     }

@@ -32,6 +32,7 @@
 
 #include "ember.h"
 #include "parallel/init.h"
+#include "support/collective_values.h"
 #include "support/error_message.h"
 #include "support/multiprocess.h"
 #ifdef EMBER_WITH_CUDA
@@ -48,7 +49,12 @@ using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using testing::error_of;
 using testing::RankContext;
+using testing::expected_reduction;
+using testing::rank_tensor;
+using testing::rank_value;
+using testing::rank_values;
 using testing::throws_with;
+using testing::values_of;
 
 std::shared_ptr<TCPStore> local_store() {
   return std::make_shared<TCPStore>("127.0.0.1", 0, TCPStoreOptions{.is_server = true, .timeout = 10s});
@@ -75,39 +81,6 @@ const ReduceOp kOps[] = {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max, ReduceOp::
 
 #define SKIP_WITHOUT_GPU() \
   if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device visible"
-
-// Rank r's value at index i: small integers in [-5, 5], exact in every dtype,
-// whose sums over 8 ranks stay exact in bfloat16 too.
-double value(int r, int64_t i) { return double((r * 7 + i * 3) % 11) - 5; }
-
-Tensor rank_tensor(int r, int64_t n, DType dtype, int64_t offset = 0) {
-  std::vector<double> v;
-  for (int64_t i = 0; i < n; ++i) v.push_back(value(r, i + offset));
-  return from_vector<double>(v, {n}).to(dtype);
-}
-
-// The values of a tensor on any device, as doubles.
-std::vector<double> values_of(const Tensor& t) { return to_vector<double>(t.cpu().to(DType::Float64)); }
-
-std::vector<double> values_of(int r, int64_t n, int64_t offset = 0) {
-  std::vector<double> v;
-  for (int64_t i = 0; i < n; ++i) v.push_back(value(r, i + offset));
-  return v;
-}
-
-// The reduction over ranks 0..size-1 of value(r, i), element by element.
-std::vector<double> expected_reduction(ReduceOp op, int size, int64_t n, int64_t offset = 0) {
-  std::vector<double> out;
-  for (int64_t i = 0; i < n; ++i) {
-    double acc = value(0, i + offset);
-    for (int r = 1; r < size; ++r) {
-      double v = value(r, i + offset);
-      acc = op == ReduceOp::Max ? std::max(acc, v) : op == ReduceOp::Min ? std::min(acc, v) : acc + v;
-    }
-    out.push_back(op == ReduceOp::Avg ? acc / size : acc);
-  }
-  return out;
-}
 
 // Sums, maxima and minima of the values are exact; an average over a size
 // that is no power of two rounds (NCCL may scale each input by 1/size).
@@ -218,14 +191,14 @@ TEST(NcclProcessGroup, OneRankAllReduceEveryOpAndDType) {
   const int64_t n = 3 * (1 << 20) + 5;
   Tensor big = rank_tensor(0, n, DType::Float32).to(kGpu);
   g->all_reduce(big)->wait();
-  EXPECT_EQ(values_of(big), values_of(0, n));
+  EXPECT_EQ(values_of(big), rank_values(0, n));
   TensorList ts = {rank_tensor(0, 6, DType::Float64).view({2, 3}).to(kGpu),
                    rank_tensor(0, 5, DType::Float64, 6).to(kGpu)};
   auto work = g->all_reduce(ts, ReduceOp::Max);
   work->wait();
-  EXPECT_EQ(values_of(ts[0]), values_of(0, 6));
+  EXPECT_EQ(values_of(ts[0]), rank_values(0, 6));
   EXPECT_EQ(ts[0].shape(), (Shape{2, 3}));
-  EXPECT_EQ(values_of(ts[1]), values_of(0, 5, 6));
+  EXPECT_EQ(values_of(ts[1]), rank_values(0, 5, 6));
   EXPECT_EQ(work->sequence_number(), g->sequence_number());  // one collective for the list
 }
 
@@ -236,18 +209,18 @@ TEST(NcclProcessGroup, OneRankBroadcastAllGatherAndReduceScatter) {
   for (DType dtype : kDTypes) {
     TensorList bs = {rank_tensor(0, 4, dtype).to(kGpu), rank_tensor(0, 3, dtype, 4).to(kGpu)};
     g->broadcast(bs, 0)->wait();
-    EXPECT_EQ(values_of(bs[0]), values_of(0, 4)) << dtype_name(dtype);
-    EXPECT_EQ(values_of(bs[1]), values_of(0, 3, 4)) << dtype_name(dtype);
+    EXPECT_EQ(values_of(bs[0]), rank_values(0, 4)) << dtype_name(dtype);
+    EXPECT_EQ(values_of(bs[1]), rank_values(0, 3, 4)) << dtype_name(dtype);
 
     Tensor input = rank_tensor(0, 6, dtype).view({2, 3}).to(kGpu);
     // (With one rank every output list is one block; the staging of
     // separate outputs and inputs runs in NcclRanks below.)
     TensorList outs = {zeros({2, 3}, dtype, kGpu)};
     g->all_gather(outs, input)->wait();
-    EXPECT_EQ(values_of(outs[0]), values_of(0, 6)) << dtype_name(dtype);
+    EXPECT_EQ(values_of(outs[0]), rank_values(0, 6)) << dtype_name(dtype);
     Tensor stacked = zeros({1, 2, 3}, dtype, kGpu);
     g->all_gather_into_tensor(stacked, input)->wait();
-    EXPECT_EQ(values_of(stacked), values_of(0, 6)) << dtype_name(dtype);
+    EXPECT_EQ(values_of(stacked), rank_values(0, 6)) << dtype_name(dtype);
 
     for (ReduceOp op : kOps) {
       if (op == ReduceOp::Avg && !is_floating(dtype)) continue;
@@ -258,7 +231,7 @@ TEST(NcclProcessGroup, OneRankBroadcastAllGatherAndReduceScatter) {
       Tensor flat = rank_tensor(0, 5, dtype, 3).view({1, 5}).to(kGpu);
       g->reduce_scatter_tensor(out, flat, op)->wait();
       EXPECT_TRUE(matches(values_of(out), expected_reduction(op, 1, 5, 3), dtype, op));
-      EXPECT_EQ(values_of(flat), values_of(0, 5, 3));  // the input is untouched
+      EXPECT_EQ(values_of(flat), rank_values(0, 5, 3));  // the input is untouched
     }
   }
   // The input may be this rank's block of the output already.
@@ -266,7 +239,7 @@ TEST(NcclProcessGroup, OneRankBroadcastAllGatherAndReduceScatter) {
   Tensor mine = out[0];
   mine.copy_(rank_tensor(0, 4, DType::Float32));
   g->all_gather_into_tensor(out, mine)->wait();
-  EXPECT_EQ(values_of(out), values_of(0, 4));
+  EXPECT_EQ(values_of(out), rank_values(0, 4));
 }
 
 TEST(NcclProcessGroup, ZeroSizedTensorsBarrierAndNumbers) {
@@ -455,8 +428,8 @@ TEST(NcclRanks, EveryCollectiveAcrossAllVisibleGpus) {
       for (int root = 0; root < n; ++root) {
         TensorList bs = {rank_tensor(ctx.rank, 4, dtype).to(gpu), rank_tensor(ctx.rank, 3, dtype, 4).to(gpu)};
         g->broadcast(bs, root)->wait();
-        EXPECT_EQ(values_of(bs[0]), values_of(root, 4)) << dtype_name(dtype) << " root " << root;
-        EXPECT_EQ(values_of(bs[1]), values_of(root, 3, 4)) << dtype_name(dtype) << " root " << root;
+        EXPECT_EQ(values_of(bs[0]), rank_values(root, 4)) << dtype_name(dtype) << " root " << root;
+        EXPECT_EQ(values_of(bs[1]), rank_values(root, 3, 4)) << dtype_name(dtype) << " root " << root;
       }
       Tensor input = rank_tensor(ctx.rank, 6, dtype).view({2, 3}).to(gpu);
       TensorList outs;
@@ -466,8 +439,8 @@ TEST(NcclRanks, EveryCollectiveAcrossAllVisibleGpus) {
       g->all_gather_into_tensor(concatenated, input)->wait();
       std::vector<double> all;
       for (int r = 0; r < n; ++r) {
-        EXPECT_EQ(values_of(outs[r]), values_of(r, 6)) << dtype_name(dtype) << " from rank " << r;
-        std::vector<double> v = values_of(r, 6);
+        EXPECT_EQ(values_of(outs[r]), rank_values(r, 6)) << dtype_name(dtype) << " from rank " << r;
+        std::vector<double> v = rank_values(r, 6);
         all.insert(all.end(), v.begin(), v.end());
       }
       EXPECT_EQ(values_of(concatenated), all) << dtype_name(dtype);
@@ -484,7 +457,7 @@ TEST(NcclRanks, EveryCollectiveAcrossAllVisibleGpus) {
     Tensor elsewhere = out[(ctx.rank + 1) % n];
     elsewhere.copy_(rank_tensor(ctx.rank, 4, DType::Float32));
     g->all_gather_into_tensor(out, elsewhere)->wait();
-    for (int r = 0; r < n; ++r) EXPECT_EQ(values_of(out[r]), values_of(r, 4)) << "from rank " << r;
+    for (int r = 0; r < n; ++r) EXPECT_EQ(values_of(out[r]), rank_values(r, 4)) << "from rank " << r;
     g->barrier()->wait();
   });
   EXPECT_TRUE(testing::all_passed(results));
