@@ -187,7 +187,9 @@ template <typename M>
 std::shared_ptr<M> clone(const std::shared_ptr<M>& module) {
   std::shared_ptr<Module> copy = module->clone();
   auto typed = std::dynamic_pointer_cast<M>(copy);
-  EMBER_CHECK(typed && typeid(*copy) == typeid(*module),
+  const Module& copied = *copy;
+  const Module& original = *module;
+  EMBER_CHECK(typed && typeid(copied) == typeid(original),
               "nn::clone: cloning a " << module->name() << " gave a " << copy->name() << "; " << module->name()
                                       << " must override clone() (see nn/module.h)");
   return typed;

@@ -106,7 +106,8 @@ void GradScaler::check_and_unscale(optim::Optimizer& optimizer, PerOptimizer& st
   }
   st.found_inf.clear();
   for (const auto& [key, grads] : groups) {
-    const auto [device, dtype] = key;
+    const Device device = key.first;
+    const DType dtype = key.second;
     TensorList dense;
     for (const Tensor& g : grads) dense.push_back(g.contiguous());
     Tensor inv_scale = unscale ? reciprocal(scale_.to(device)) : Tensor();
