@@ -19,19 +19,15 @@
 //
 //   amp_checkpoint [--device cpu|cuda] [--dtype fp16|bf16] [--width N] [--depth N] [--batch N]
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
-#include <vector>
 
+#include "benchmarks/bench_util.h"
 #include "ember.h"
 #if EMBER_WITH_CUDA
 #include "core/cuda/caching_allocator.h"
-#include "core/cuda/event.h"
 #endif
 
 namespace {
@@ -73,11 +69,6 @@ struct Row {
   double skipped = 0;
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 Row measure(const Config& c, bool mixed, bool ckpt) {
   manual_seed(0);
   auto model = std::make_shared<nn::Sequential>();
@@ -115,89 +106,44 @@ Row measure(const Config& c, bool mixed, bool ckpt) {
   };
   for (int i = 0; i < c.warmup; ++i) step();
   Row r;
-  std::vector<double> ms;
+  size_t base = 0;
 #if EMBER_WITH_CUDA
   if (c.device.is_cuda()) {
     cuda::synchronize(c.device.index);
-    const size_t base = cuda::memory_allocated(c.device.index);
+    base = cuda::memory_allocated(c.device.index);
     cuda::reset_peak_memory_stats(c.device.index);
-    for (int i = 0; i < c.steps; ++i) {
-      cuda::Event start(true), stop(true);
-      start.record();
-      step();
-      stop.record();
-      stop.synchronize();
-      ms.push_back(start.elapsed_time(stop));
-    }
-    r.memory_mib = double(cuda::max_memory_allocated(c.device.index) - base) / (1 << 20);
   }
 #endif
-  if (c.device.is_cpu()) {
-    saved.peak = 0;
-    for (int i = 0; i < c.steps; ++i) {
-      const auto start = std::chrono::steady_clock::now();
-      step();
-      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-    }
-    r.memory_mib = double(saved.peak) / (1 << 20);
-  }
-  r.median_ms = median(ms);
+  saved.peak = 0;
+  r.median_ms = bench::median(bench::time_steps(c.device, 0, c.steps, step));
+  size_t peak = saved.peak;
+#if EMBER_WITH_CUDA
+  if (c.device.is_cuda()) peak = cuda::max_memory_allocated(c.device.index) - base;
+#endif
+  r.memory_mib = double(peak) / (1 << 20);
   r.skipped = scaler ? double(scaler->skipped_steps()) : 0;
   return r;
-}
-
-[[noreturn]] void usage_error(const std::string& message) {
-  std::fprintf(stderr,
-               "amp_checkpoint: %s\nusage: amp_checkpoint [--device cpu|cuda] [--dtype fp16|bf16] [--width N] "
-               "[--depth N] [--batch N]\n",
-               message.c_str());
-  std::exit(2);
-}
-
-int64_t parse_count(const std::string& flag, const std::string& value) {
-  const long long v = std::atoll(value.c_str());
-  if (v < 1 || v > (1 << 20)) usage_error(flag + ": expected a count from 1 to 1048576, got '" + value + "'");
-  return v;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  bench::Flags flags(argc, argv,
+                     "amp_checkpoint [--device cpu|cuda] [--dtype fp16|bf16] [--width N] [--depth N] [--batch N]");
   Config c;
-  const bool gpu_visible = cuda::is_available();
-  bool use_gpu = gpu_visible;
-  std::optional<DType> dtype;
-  std::optional<int64_t> width, batch;
-  for (int i = 1; i < argc; i += 2) {
-    const std::string arg = argv[i];
-    if (i + 1 == argc) usage_error(arg + " needs a value");
-    const std::string value = argv[i + 1];
-    if (arg == "--device") {
-      if (value != "cpu" && value != "cuda") usage_error("--device: expected cpu or cuda, got '" + value + "'");
-      if (value == "cuda" && !gpu_visible) usage_error("--device cuda: no CUDA device is visible");
-      use_gpu = value == "cuda";
-    } else if (arg == "--dtype") {
-      if (value != "fp16" && value != "bf16") usage_error("--dtype: expected fp16 or bf16, got '" + value + "'");
-      dtype = value == "fp16" ? DType::Float16 : DType::BFloat16;
-    } else if (arg == "--width") {
-      width = parse_count(arg, value);
-    } else if (arg == "--depth") {
-      c.depth = parse_count(arg, value);
-    } else if (arg == "--batch") {
-      batch = parse_count(arg, value);
-    } else {
-      usage_error("unknown argument '" + arg + "'");
-    }
-  }
+  c.device = flags.device();
+  const bool use_gpu = c.device.is_cuda();
+  const std::string dtype = flags.text("--dtype", use_gpu ? "fp16" : "bf16", {"fp16", "bf16"});
+  c.low = dtype == "fp16" ? DType::Float16 : DType::BFloat16;
+  c.width = flags.count("--width", use_gpu ? 4096 : 512, 1 << 20);
+  c.depth = flags.count("--depth", c.depth, 1 << 20);
+  c.batch = flags.count("--batch", use_gpu ? 4096 : 256, 1 << 20);
+  flags.finish();
+  if (c.depth < 4) flags.fail("--depth: checkpoint_sequential's 4 segments need at least 4 blocks");
   if (use_gpu) {
-    c.device = cuda_device(0);
     c.warmup = 3;
     c.steps = 20;
   }
-  c.low = dtype.value_or(use_gpu ? DType::Float16 : DType::BFloat16);
-  c.width = width.value_or(use_gpu ? 4096 : 512);
-  c.batch = batch.value_or(use_gpu ? 4096 : 256);
-  if (c.depth < 4) usage_error("--depth: checkpoint_sequential's 4 segments need at least 4 blocks");
 
   std::printf("ember amp_checkpoint: %lld x (Linear %lld-%lld + GELU), batch %lld, AdamW; median of %d steps on %s; "
               "memory: %s\n\n",

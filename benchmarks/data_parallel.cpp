@@ -12,15 +12,13 @@
 // Timing: the median wall time (std::chrono) of --steps steps (default 10)
 // after 2 warm-up steps; on GPUs each step ends with a synchronize of every
 // device used, so the time includes all of its GPU work.
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "benchmarks/bench_util.h"
 #include "ember.h"
 #include "examples/train/models.h"
 
@@ -32,11 +30,6 @@ struct Case {
   const char* model;  // "mlp" or "cnn"
   int64_t batch;
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 std::shared_ptr<nn::Sequential> make_model(const Case& c) {
   manual_seed(0);
@@ -67,51 +60,17 @@ double time_case(const Case& c, const std::vector<Device>& devices, std::optiona
       if (d.is_cuda()) cuda::synchronize(d.index);
     }
   };
-  for (int i = 0; i < 2; ++i) step();
-  std::vector<double> ms;
-  for (int i = 0; i < steps; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    step();
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-  }
-  return median(ms);
-}
-
-[[noreturn]] void usage_error(const std::string& message) {
-  std::fprintf(stderr, "data_parallel: %s\nusage: data_parallel [--device cpu|cuda] [--replicas N] [--steps N]\n",
-               message.c_str());
-  std::exit(2);
-}
-
-int parse_count(const std::string& flag, const std::string& value, int max) {
-  const int n = std::atoi(value.c_str());
-  if (n < 1 || n > max)
-    usage_error(flag + ": expected a count from 1 to " + std::to_string(max) + ", got '" + value + "'");
-  return n;
+  return bench::median(bench::time_steps(kCPU, 2, steps, step));
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool gpu_visible = cuda::is_available();
-  bool use_gpu = gpu_visible;
-  int steps = 10, replicas = 2;
-  for (int i = 1; i < argc; i += 2) {
-    const std::string arg = argv[i];
-    if (i + 1 == argc) usage_error(arg + " needs a value");
-    const std::string value = argv[i + 1];
-    if (arg == "--device") {
-      if (value != "cpu" && value != "cuda") usage_error("--device: expected cpu or cuda, got '" + value + "'");
-      if (value == "cuda" && !gpu_visible) usage_error("--device cuda: no CUDA device is visible");
-      use_gpu = value == "cuda";
-    } else if (arg == "--replicas") {
-      replicas = parse_count(arg, value, 64);
-    } else if (arg == "--steps") {
-      steps = parse_count(arg, value, 100000);
-    } else {
-      usage_error("unknown argument '" + arg + "'");
-    }
-  }
+  bench::Flags flags(argc, argv, "data_parallel [--device cpu|cuda] [--replicas N] [--steps N]");
+  const bool use_gpu = flags.device().is_cuda();
+  const int replicas = int(flags.count("--replicas", 2, 64));
+  const int steps = int(flags.count("--steps", 10, 100000));
+  flags.finish();
   std::vector<Device> devices;
   std::string where;
   if (use_gpu) {

@@ -20,23 +20,19 @@
 // The last column is the number of cudaMalloc calls the caching allocator
 // made during the timed steps (ember::cuda::num_device_allocs): it must be
 // 0, since after warm-up every tensor of a step reuses cached memory.
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "benchmarks/bench_util.h"
 #include "ember.h"
 #include "examples/train/models.h"
 #include "optim/optim.h"
 #if EMBER_WITH_CUDA
 #include "core/cuda/caching_allocator.h"
 #include "core/cuda/device.h"
-#include "core/cuda/event.h"
 #endif
 
 namespace {
@@ -68,11 +64,6 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const Case& c, const TensorList
   return std::make_unique<optim::Adam>(params, optim::AdamOptions{});
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 Timing time_case(const Case& c, Device device, int warmup, int steps) {
   manual_seed(0);
   std::shared_ptr<nn::Sequential> model = make_model(c);
@@ -87,66 +78,27 @@ Timing time_case(const Case& c, Device device, int warmup, int steps) {
     optimizer->step();
   };
   for (int i = 0; i < warmup; ++i) step();
-
   Timing t;
-  std::vector<double> ms;
 #if EMBER_WITH_CUDA
-  if (device.is_cuda()) {
-    cuda::synchronize(device.index);
-    const uint64_t allocs_before = cuda::num_device_allocs(device.index);
-    for (int i = 0; i < steps; ++i) {
-      cuda::Event start(true), stop(true);
-      start.record();
-      step();
-      stop.record();
-      stop.synchronize();
-      ms.push_back(start.elapsed_time(stop));
-    }
-    t.device_allocs = int64_t(cuda::num_device_allocs(device.index) - allocs_before);
-    t.median_ms = median(ms);
-    return t;
-  }
+  // cudaMalloc happens on the host, inside step(): no need to synchronize.
+  const uint64_t allocs_before = device.is_cuda() ? cuda::num_device_allocs(device.index) : 0;
 #endif
-  for (int i = 0; i < steps; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    step();
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-  }
-  t.median_ms = median(ms);
+  t.median_ms = bench::median(bench::time_steps(device, 0, steps, step));
+#if EMBER_WITH_CUDA
+  if (device.is_cuda()) t.device_allocs = int64_t(cuda::num_device_allocs(device.index) - allocs_before);
+#endif
   return t;
-}
-
-[[noreturn]] void usage_error(const std::string& message) {
-  std::fprintf(stderr, "train_step: %s\nusage: train_step [--device cpu|cuda] [--steps N]\n", message.c_str());
-  std::exit(2);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool gpu_visible = false;
-#if EMBER_WITH_CUDA
-  gpu_visible = cuda::is_available();
-#endif
-  bool use_gpu = gpu_visible;
-  int steps = 0;
-  for (int i = 1; i < argc; i += 2) {
-    const std::string arg = argv[i];
-    if (arg != "--device" && arg != "--steps") usage_error("unknown argument '" + arg + "'");
-    if (i + 1 == argc) usage_error(arg + " needs a value");
-    const std::string value = argv[i + 1];
-    if (arg == "--device") {
-      if (value != "cpu" && value != "cuda") usage_error("--device: expected cpu or cuda, got '" + value + "'");
-      if (value == "cuda" && !gpu_visible) usage_error("--device cuda: no CUDA device is visible");
-      use_gpu = value == "cuda";
-    } else {
-      steps = std::atoi(value.c_str());
-      if (steps < 1 || steps > 100000) usage_error("--steps: expected a count from 1 to 100000, got '" + value + "'");
-    }
-  }
-  const Device device = use_gpu ? cuda_device(0) : kCPU;
+  bench::Flags flags(argc, argv, "train_step [--device cpu|cuda] [--steps N]");
+  const Device device = flags.device();
+  const bool use_gpu = device.is_cuda();
   const int warmup = use_gpu ? 10 : 2;
-  if (steps == 0) steps = use_gpu ? 100 : 10;
+  const int steps = int(flags.count("--steps", use_gpu ? 100 : 10, 100000));
+  flags.finish();
 
   std::string where = "cpu (std::chrono wall time)";
 #if EMBER_WITH_CUDA

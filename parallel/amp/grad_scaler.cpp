@@ -1,23 +1,20 @@
 // GradScaler (see parallel/amp/grad_scaler.h).
 //
-// The inf/NaN check and the unscale run per (device, dtype) group of
-// gradients through the multi-tensor kernels of clip_grad_norm_
-// (core/ops/optimizer_kernels.h): norm_partials with an infinite norm gives
-// max |g| per chunk with NaN propagated, one amax and a comparison turn that
-// into the found-inf flag, and scale multiplies every gradient by 1 / scale
-// read on the device. Two multi-tensor launches and a few one-element ops
-// per group; the scale update is a handful of one-element ops. All of it is
-// queued on the device: no host round trip until a getter is called or the
-// periodic collapse check reads the scale.
+// The inf/NaN check and the unscale of each (device, dtype) group of
+// gradients are one fused multi-tensor kernel that sets the device's
+// found-inf flag (core/ops/amp_kernels.h); the scale update is one
+// single-thread kernel on the scale's device. All of it is queued on the
+// device: no host round trip until a getter is called or the periodic
+// collapse check reads the scale.
 #include "parallel/amp/grad_scaler.h"
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
 #include "core/grad_mode.h"
 #include "core/ops.h"
 #include "core/ops/op_utils.h"
+#include "core/ops/amp_kernels.h"
 #include "core/ops/optimizer_kernels.h"
 
 namespace ember::amp {
@@ -26,10 +23,12 @@ using ember::detail::describe;
 
 namespace {
 
-// True (as a () float32 tensor: 1 or 0) when the gradients of one device and
-// dtype hold an inf or NaN; with inv_scale defined they are also multiplied
-// by it. grads are dense.
-Tensor found_inf_and_unscale(const TensorList& grads, Device device, DType dtype, const Tensor& inv_scale) {
+// Sets found_inf (a () float32 flag on `device`) when the dense gradients
+// of one device and dtype hold an inf or NaN; with inv_scale (a () float32
+// on `device`) defined, also multiplies them by it. One fused multi-tensor
+// kernel (core/ops/amp_kernels.h).
+void unscale_and_check(const TensorList& grads, Device device, DType dtype, const Tensor& inv_scale,
+                       const Tensor& found_inf) {
   std::vector<optim::FusedTensor> fused;
   for (const Tensor& g : grads) {
     optim::FusedTensor f;
@@ -38,16 +37,9 @@ Tensor found_inf_and_unscale(const TensorList& grads, Device device, DType dtype
     fused.push_back(f);
   }
   optim::MultiTensorArgs args{device.is_cuda() ? device.index : 0, dtype, fused.data(), int64_t(fused.size())};
-  const int64_t chunks = optim::count_chunks(fused.data(), int64_t(fused.size()));
-  Tensor partials = zeros({std::max<int64_t>(chunks, 1)}, optim::optim_state_dtype(dtype), device);
-  optim::norm_partials_stub(device.type)(args, std::numeric_limits<double>::infinity(), partials.data_ptr());
-  // x * 0 is 0 for a finite x and NaN for inf or NaN.
-  Tensor found = ne(amax(partials) * 0.0, 0.0).to(DType::Float32);
-  if (inv_scale.defined()) {
-    Tensor factor = inv_scale.to(optim::optim_state_dtype(dtype)).contiguous();
-    optim::scale_stub(device.type)(args, factor.data_ptr());
-  }
-  return found;
+  unscale_and_check_stub(device.type)(args, inv_scale.defined() ? static_cast<const float*>(inv_scale.data_ptr())
+                                                                : nullptr,
+                                      static_cast<float*>(found_inf.data_ptr()));
 }
 
 }  // namespace
@@ -108,19 +100,18 @@ void GradScaler::check_and_unscale(optim::Optimizer& optimizer, PerOptimizer& st
   for (const auto& [key, grads] : groups) {
     const Device device = key.first;
     const DType dtype = key.second;
+    auto it = std::find_if(st.found_inf.begin(), st.found_inf.end(), [&](const auto& e) { return e.first == device; });
+    if (it == st.found_inf.end()) it = st.found_inf.insert(it, {device, zeros({}, DType::Float32, device)});
     TensorList dense;
     for (const Tensor& g : grads) dense.push_back(g.contiguous());
-    Tensor inv_scale = unscale ? reciprocal(scale_.to(device)) : Tensor();
-    Tensor found = found_inf_and_unscale(dense, device, dtype, inv_scale);
+    Tensor inv_scale = unscale ? reciprocal(scale_.to(device)).contiguous() : Tensor();
+    unscale_and_check(dense, device, dtype, inv_scale, it->second);
     if (unscale) {
       for (size_t i = 0; i < grads.size(); ++i) {
         if (dense[i].is_same(grads[i])) grads[i].storage()->bump_version();
         else Tensor(grads[i]).copy_(dense[i]);
       }
     }
-    auto it = std::find_if(st.found_inf.begin(), st.found_inf.end(), [&](const auto& e) { return e.first == device; });
-    if (it == st.found_inf.end()) st.found_inf.push_back({device, found});
-    else it->second = it->second + found;
   }
 }
 
@@ -190,17 +181,16 @@ void GradScaler::update() {
   }
   EMBER_CHECK(found.defined(), "GradScaler.update: no inf checks were recorded prior to update(); call "
                                "scaler.step(optimizer) (or unscale_) for this iteration first");
+  found = found.contiguous();
   const GradScalerOptions& o = options_;
-  Tensor inf = gt(found, 0.0);
-  Tensor tracker = where(inf, Scalar(int64_t(0)), growth_tracker_ + int64_t(1));
-  Tensor grow = ge(tracker, o.growth_interval);
-  Tensor grown = clamp(scale_ * o.growth_factor, std::nullopt, Scalar(o.max_scale));
-  grown = where(ne(grown * 0.0, 0.0), scale_, grown);  // growing must not overflow (max_scale = inf)
-  Tensor backed = clamp(scale_ * o.backoff_factor, Scalar(o.min_scale), std::nullopt);
-  Tensor new_scale = where(inf, backed, where(grow, grown, scale_));
-  growth_tracker_.copy_(where(grow, Scalar(int64_t(0)), tracker));
-  scale_.copy_(new_scale);
-  skipped_.add_(inf.to(DType::Int64));
+  ScaleState state;
+  state.device = d.is_cuda() ? d.index : 0;
+  state.scale = static_cast<float*>(scale_.data_ptr());
+  state.growth_tracker = static_cast<int32_t*>(growth_tracker_.data_ptr());
+  state.skipped = static_cast<int64_t*>(skipped_.data_ptr());
+  state.found_inf = static_cast<const float*>(found.data_ptr());
+  update_scale_stub(d.type)(state, {o.growth_factor, o.backoff_factor, o.growth_interval, o.min_scale, o.max_scale});
+  for (const Tensor* t : {&scale_, &growth_tracker_, &skipped_}) t->storage()->bump_version();
   per_optimizer_.clear();
   if (++updates_ % o.check_interval == 0) check_collapse(scale_.item<double>());
 }

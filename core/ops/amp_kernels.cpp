@@ -1,0 +1,9 @@
+// The stub objects of the loss-scaling kernels (filled by kernels/).
+#include "core/ops/amp_kernels.h"
+
+namespace ember::amp {
+
+KernelStub<UnscaleAndCheckFn> unscale_and_check_stub("amp::GradScaler (inf check and unscale)");
+KernelStub<UpdateScaleFn> update_scale_stub("amp::GradScaler (scale update)");
+
+}  // namespace ember::amp

@@ -1,0 +1,51 @@
+// Kernel signatures and stubs of dynamic loss scaling (amp::GradScaler):
+// the fused inf/NaN check and unscale of many gradients, and the update of
+// the loss scale. Both run on the gradients' device and read and write only
+// device memory, so a mixed-precision step needs no host synchronization.
+//
+// Contract (what every device's kernel may rely on and must do):
+// - unscale_and_check: `args` as for the multi-tensor kernels
+//   (core/ops/optimizer_kernels.h): FusedTensor::param is a dense gradient
+//   of args.dtype on args.device; tensors are split into kOptimChunk
+//   chunks, a few launches for any number of tensors. For every element x,
+//   *found_inf (one float32 in device memory) is set to 1 when x is inf or
+//   NaN, and never cleared: the caller zeroes it first, so one flag
+//   collects several calls (one per dtype of a device). When inv_scale is
+//   not null (one float32 in device memory) x becomes x * inv_scale,
+//   computed in the state dtype (float32 for float32 and the 16-bit types,
+//   float64 for float64) and rounded to the dtype once. The check looks at
+//   x before the multiply, as torch._amp_foreach_non_finite_check_and_unscale_.
+// - update_scale: `state` points at one float32 scale, one int32 growth
+//   tracker (as PyTorch's) and one int64 skipped-step counter in device memory, and at the
+//   float32 found-inf flag (non-zero: the step saw an inf or NaN). The rule
+//   is update_scale_rule() of kernels/amp_math.h, shared by the CPU and
+//   CUDA kernels.
+#pragma once
+
+#include <cstdint>
+
+#include "core/kernel_stub.h"
+#include "core/ops/optimizer_kernels.h"
+
+namespace ember::amp {
+
+struct ScaleState {
+  int device = 0;                  // CUDA device index (0 on the CPU)
+  float* scale = nullptr;          // ()
+  int32_t* growth_tracker = nullptr;
+  int64_t* skipped = nullptr;
+  const float* found_inf = nullptr;
+};
+
+struct ScaleRule {
+  double growth_factor = 2.0, backoff_factor = 0.5;
+  int64_t growth_interval = 2000;
+  double min_scale = 0, max_scale = 0;
+};
+
+using UnscaleAndCheckFn = void(const optim::MultiTensorArgs& args, const float* inv_scale, float* found_inf);
+using UpdateScaleFn = void(const ScaleState& state, const ScaleRule& rule);
+extern KernelStub<UnscaleAndCheckFn> unscale_and_check_stub;
+extern KernelStub<UpdateScaleFn> update_scale_stub;
+
+}  // namespace ember::amp

@@ -1,0 +1,44 @@
+// The loss-scale update of amp::GradScaler, shared by the CPU and CUDA
+// kernels so that both follow the same rule (contract in
+// core/ops/amp_kernels.h). It is torch._amp_update_scale_ with ember's
+// bounds on the scale:
+//   found_inf != 0:  scale = max(scale * backoff_factor, min_scale);
+//                    tracker = 0; skipped += 1
+//   otherwise:       tracker += 1; when tracker >= growth_interval:
+//                    grown = min(scale * growth_factor, max_scale), taken
+//                    only when finite (the scale never overflows); tracker = 0
+// The products are computed in float32, as PyTorch computes them on its
+// float32 scale tensor.
+#pragma once
+
+#include <cstdint>
+
+#include "core/half.h"
+#include "core/ops/amp_kernels.h"
+
+namespace ember::amp_math {
+
+EMBER_HOST_DEVICE inline void update_scale_rule(const amp::ScaleState& s, const amp::ScaleRule& r) {
+  const float scale = *s.scale;
+  if (*s.found_inf != 0.0f) {
+    const float backed = scale * float(r.backoff_factor);
+    const float floor = float(r.min_scale);
+    *s.scale = backed < floor ? floor : backed;
+    *s.growth_tracker = 0;
+    *s.skipped += 1;
+    return;
+  }
+  const int32_t tracker = *s.growth_tracker + 1;
+  if (tracker < r.growth_interval) {
+    *s.growth_tracker = tracker;
+    return;
+  }
+  float grown = scale * float(r.growth_factor);
+  const float ceiling = float(r.max_scale);
+  if (grown > ceiling) grown = ceiling;
+  // grown * 0 is 0 for a finite value, NaN for inf (no <cmath> on the device side needed).
+  if (grown * 0.0f == 0.0f) *s.scale = grown;
+  *s.growth_tracker = 0;
+}
+
+}  // namespace ember::amp_math
