@@ -9,6 +9,9 @@
 
 #include "core/ops/op_utils.h"
 #include "parallel/devices.h"
+#if EMBER_WITH_CUDA
+#include "parallel/nccl_transport.h"
+#endif
 #include "parallel/scatter_gather.h"
 #include "parallel/warn_once.h"
 
@@ -148,8 +151,15 @@ void DataParallel::set_devices(std::vector<Device> device_ids) {
   output_device_ = options_.output_device.value_or(device_ids_[0]);
   if (output_device_.is_cuda()) check_cuda_device(output_device_, "output_device");
   if (cuda && device_ids_.size() > 1) check_balance(device_ids_);
-  replicas_ =
-      std::make_unique<ReplicaSet>(module_, device_ids_, options_.mode, options_.bucket_bytes, options_.transport);
+  std::shared_ptr<BucketTransport> transport = options_.transport;
+#if EMBER_WITH_CUDA
+  // The fast mode's buckets go through NCCL between GPUs (one collective a
+  // bucket); the classic mode's copies stay peer copies, as in PyTorch.
+  if (!transport && cuda && device_ids_.size() > 1 && options_.mode == ReplicationMode::Fast) {
+    transport = nccl_transport(device_ids_);
+  }
+#endif
+  replicas_ = std::make_unique<ReplicaSet>(module_, device_ids_, options_.mode, options_.bucket_bytes, transport);
 }
 
 std::vector<Value> DataParallel::scatter(const Value& inputs, const std::vector<Device>& devices) {

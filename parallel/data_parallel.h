@@ -45,8 +45,10 @@
 // and worker threads between forwards and sends a bucket of parameters only
 // after it changed (after optimizer.step(); never for frozen ones). Both
 // compute the same numbers. The copies and the gradient reduction (one per
-// bucket of options.bucket_bytes) go through options.transport:
-// device-generic copies by default (coalesced.h).
+// bucket of options.bucket_bytes) go through options.transport: by
+// default, in Fast mode over several GPUs, NCCL (one ncclBroadcast or
+// ncclReduce a bucket, parallel/nccl_transport.h), else device-generic
+// copies (coalesced.h).
 //
 // One-time warnings (parallel/warn_once.h): a batch that gives fewer pieces
 // than devices (it runs on fewer devices, as PyTorch does), a batch not a
@@ -88,7 +90,7 @@ struct DataParallelOptions {
   ReplicaForward forward;               // how a replica is called; default: UnaryModule::forward
   ReplicationMode mode = ReplicationMode::Classic;
   size_t bucket_bytes = kDefaultBucketBytes;
-  std::shared_ptr<BucketTransport> transport;  // default: copy_transport()
+  std::shared_ptr<BucketTransport> transport;  // default: nccl_transport() in fast mode over several GPUs, else copy_transport()
 };
 
 class DataParallel : public nn::UnaryModule {

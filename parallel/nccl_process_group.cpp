@@ -47,6 +47,7 @@
 #include "core/ops.h"
 #include "core/ops/op_utils.h"
 #include "parallel/collective_tracker.h"
+#include "parallel/nccl_dtype.h"
 
 static_assert(NCCL_VERSION_CODE >= NCCL_VERSION(2, 18, 0),
               "ember's nccl backend needs NCCL 2.18 or newer (non-blocking communicators, ncclCommFinalize, "
@@ -75,19 +76,6 @@ int64_t ms_since(Clock::time_point t) {
 
 // Sets nothing the user has set (overwrite = 0), so later calls change nothing.
 void default_nccl_environment() { setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0); }
-
-ncclDataType_t nccl_type(DType dtype) {
-  switch (dtype) {
-    case DType::Float32: return ncclFloat32;
-    case DType::Float64: return ncclFloat64;
-    case DType::Float16: return ncclFloat16;
-    case DType::BFloat16: return ncclBfloat16;
-    case DType::Int32: return ncclInt32;
-    case DType::Int64: return ncclInt64;
-    case DType::Bool: break;
-  }
-  EMBER_FAIL("nccl: dtype " << dtype_name(dtype) << " is not supported");
-}
 
 ncclRedOp_t nccl_op(ReduceOp op) {
   switch (op) {
