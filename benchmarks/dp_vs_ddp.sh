@@ -12,7 +12,7 @@
 #   gpu  N = the visible GPUs; the models at full size (GPT-2 small's shape),
 #        20 steps after 3 warm-up steps
 #   cpu  N = 2 (CPU replicas on threads for DataParallel, gloo ranks for
-#        DDP), small sizes and 5 steps after 1 warm-up step, so that the
+#        DDP), small sizes and 10 steps after 2 warm-up steps, so that the
 #        whole set takes minutes on two cores: mlp batch 64, cnn batch 16,
 #        gpt 2 layers, width 128, 4 heads, context 64, vocab 1024, batch 4;
 #        PyTorch gets one thread per process, as ember's kernels use
@@ -56,7 +56,7 @@ if [ "$kind" = gpu ]; then
   hardware="$max x $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
 else
   max=${N:-2}
-  common=(--device cpu --steps "${STEPS:-5}" --warmup "${WARMUP:-1}")
+  common=(--device cpu --steps "${STEPS:-10}" --warmup "${WARMUP:-2}")
   torch_common=("${common[@]}" --threads 1)
   declare -A sizes=([mlp]="--batch 64" [cnn]="--batch 16"
     [gpt]="--batch 4 --gpt-layers 2 --gpt-width 128 --gpt-heads 4 --gpt-context 64 --gpt-vocab 1024")
@@ -123,6 +123,11 @@ notes=(
   "Command: benchmarks/dp_vs_ddp.sh $1 $out $kind (N=$max, device counts ${counts[*]}, common flags: ${common[*]})."
 )
 [ "$kind" = cpu ] && notes+=("CPU run: DataParallel's devices are CPU replicas on threads, DDP's ranks are processes over gloo; amp is bfloat16 autocast; no memory figures.")
+if [ $have_torch = 1 ] && "$python" -c \
+  'import sys, torch; sys.exit("BLAS_INFO=generic" not in torch.__config__.show())' 2>/dev/null; then
+  blas=$(readlink -f "$(ldconfig -p | awk '/libblas\.so\.3 /{print $NF; exit}')")
+  notes+=("This PyTorch is built with BLAS_INFO=generic: its float32 matmuls call the system's libblas.so.3, here $blas (netlib's reference BLAS when that is the path under blas/; OpenBLAS or BLIS, installed as the libblas.so.3 alternative, would be far faster); its bfloat16 matmuls do not go through it.")
+fi
 [ ${#torchrun[@]} -gt 4 ] && notes+=("torchrun ran with --redirects 1 --tee 1 (this torch's default --redirects 0 fails on this Python).")
 if [ -s "$csv" ]; then
   report_notes=()

@@ -5,8 +5,8 @@
 OUTDIR/report.md: the notes (what ran, where, with which command), then per
 model a markdown table of every row (sorted by precision, mode, devices,
 framework) and its plots; OUTDIR/<model>_throughput.png: throughput against
-devices, one line per framework, mode and precision (ember solid, torch
-dashed); OUTDIR/<model>_memory.png: the peak memory of device 0 beside the
+devices, one panel per precision, one line per framework and mode (a mode
+keeps its colour; ember solid, torch dashed); OUTDIR/<model>_memory.png: the peak memory of device 0 beside the
 largest peak of the other devices, for each framework, mode and precision
 at the largest device count (only when the CSV has memory figures: GPU
 runs). The plots are drawn by gnuplot (scripts/install_bench_deps.sh
@@ -24,7 +24,7 @@ MODES = ["single", "dp-classic", "dp-fast", "ddp"]
 
 
 def sort_key(r):
-    return (r["precision"], MODES.index(r["mode"]) if r["mode"] in MODES else 99, int(r["devices"]), r["framework"])
+    return (r["precision"] != "fp32", r["precision"], MODES.index(r["mode"]) if r["mode"] in MODES else 99, int(r["devices"]), r["framework"])
 
 
 def cell(v, digits):
@@ -57,28 +57,37 @@ def series(rows):
     return out
 
 
+COLORS = {"single": "black", "dp-classic": "#1f77b4", "dp-fast": "#2ca02c", "ddp": "#d62728"}
+
+
 def throughput_plot(model, rows, png):
-    blocks, plots = [], []
-    for i, ((framework, mode, precision), rs) in enumerate(series(rows).items()):
-        name = f"$s{i}"
-        blocks.append(f"{name} << EOD\n" + "\n".join(f"{r['devices']} {r['throughput']}" for r in rs) + "\nEOD")
-        dash = 1 if framework == "ember" else 2
-        plots.append(f"{name} using 1:2 with linespoints dashtype {dash} linewidth 2 "
-                     f"title '{framework} {mode} {precision}'")
+    """One panel per precision; a mode keeps its colour, ember is solid and torch dashed."""
+    precisions = list(dict.fromkeys(r["precision"] for r in sorted(rows, key=sort_key)))
     devices = sorted({int(r["devices"]) for r in rows})
+    blocks, panels = [], []
+    for precision in precisions:
+        plots = []
+        for (framework, mode, p), rs in series(rows).items():
+            if p != precision:
+                continue
+            name = f"$s{len(blocks)}"
+            blocks.append(f"{name} << EOD\n" + "\n".join(f"{r['devices']} {r['throughput']}" for r in rs) + "\nEOD")
+            dash = 1 if framework == "ember" else 2
+            plots.append(f"{name} using 1:2 with linespoints dashtype {dash} linewidth 2 pointsize 1.3 "
+                         f"linecolor rgb '{COLORS.get(mode, 'gray')}' title '{framework} {mode}'")
+        panels.append(f"set title '{precision}'\nplot {', '.join(plots)}")
     return "\n".join(blocks) + f"""
-set terminal pngcairo size 1000,650 noenhanced
+set terminal pngcairo size {560 * len(precisions) + 80},600 noenhanced
 set output '{png}'
-set title '{model}: throughput against devices ({rows[0]['hardware']})'
+set multiplot layout 1,{len(precisions)} title '{model}: {rows[0]['unit']} per second against devices ({rows[0]['hardware']})'
 set xlabel 'devices'
 set ylabel '{rows[0]['unit']} per second'
 set xtics ({', '.join(str(d) for d in devices)})
 set xrange [{devices[0] - 0.5}:{devices[-1] + 0.5}]
 set yrange [0:*]
-set key outside right top
+set key below
 set grid
-plot {', '.join(plots)}
-"""
+""" + "\n".join(panels) + "\nunset multiplot\n"
 
 
 def memory_plot(model, rows, png):
@@ -87,6 +96,7 @@ def memory_plot(model, rows, png):
     picked = sorted([r for r in with_memory if int(r["devices"]) == most or r["mode"] == "single"], key=sort_key)
     data = "\n".join(f"\"{r['framework']} {r['mode']} {r['precision']} x{r['devices']}\" {r['peak_mib_dev0']} "
                      f"{r['peak_mib_other_max'] or 0}" for r in picked)
+    top = 1.15 * max(max(float(r["peak_mib_dev0"]), float(r["peak_mib_other_max"] or 0)) for r in picked)
     return f"""$mem << EOD
 {data}
 EOD
@@ -97,9 +107,10 @@ set ylabel 'peak allocated MiB'
 set style data histograms
 set style histogram clustered gap 1
 set style fill solid 0.8 border -1
-set xtics rotate by -30
-set yrange [0:*]
-set key outside right top
+set xtics rotate by 30 right
+set bmargin 9
+set yrange [0:{top:.0f}]
+set key top right
 set grid ytics
 plot $mem using 2:xtic(1) title 'device 0', '' using 3 title 'other devices (largest)'
 """
