@@ -92,6 +92,7 @@ run() {
   fi
 }
 
+load=$(cut -d" " -f1-3 /proc/loadavg)
 start=$(date +%s)
 for model in ${MODELS:-mlp cnn gpt}; do
   read -r -a size <<<"${sizes[$model]}"
@@ -119,7 +120,7 @@ elapsed=$(($(date +%s) - start))
 commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
 notes=(
   "Hardware: $hardware."
-  "ember $commit, PyTorch ${torch_version:-missing}; $(date -u '+%Y-%m-%d %H:%M UTC'); the runs took ${elapsed} s."
+  "ember $commit, PyTorch ${torch_version:-missing}; $(date -u '+%Y-%m-%d %H:%M UTC'); the runs took ${elapsed} s; load average before them: $load ($(nproc) cores)."
   "Command: benchmarks/dp_vs_ddp.sh $1 $out $kind (N=$max, device counts ${counts[*]}, common flags: ${common[*]})."
 )
 [ "$kind" = cpu ] && notes+=("CPU run: DataParallel's devices are CPU replicas on threads, DDP's ranks are processes over gloo; amp is bfloat16 autocast; no memory figures.")
