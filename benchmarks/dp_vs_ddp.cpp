@@ -290,9 +290,11 @@ bench::CsvContext csv_context(const Options& o, Device device, int64_t parameter
 int run_single_process(const Options& o) {
   std::vector<Device> devices;
   for (int i = 0; i < o.devices; ++i) devices.push_back(o.device.is_cuda() ? cuda_device(i) : kCPU);
-  const std::string where = o.device.is_cuda()
-                                ? std::to_string(o.devices) + " x " + hardware(o.device) + " (CUDA events)"
-                                : std::to_string(o.devices) + " CPU replicas on threads (wall time)";
+  const bool single_only = o.modes == std::vector<std::string>{"single"};
+  const std::string count = single_only ? "1" : std::to_string(o.devices);
+  const std::string where = o.device.is_cuda() ? count + " x " + hardware(o.device) + " (CUDA events)"
+                            : single_only      ? "the CPU (wall time)"
+                                               : count + " CPU replicas on threads (wall time)";
   print_preamble(o, where);
   int status = 0;
   for (const std::string& choice : o.precisions) {

@@ -133,7 +133,7 @@ fi
 if [ -s "$csv" ]; then
   report_notes=()
   for n in "${notes[@]}"; do report_notes+=(--note "$n"); done
-  "$python" "$root/benchmarks/dp_vs_ddp_report.py" "$csv" "$out" "${report_notes[@]}" || status=1
+  python3 "$root/benchmarks/dp_vs_ddp_report.py" "$csv" "$out" "${report_notes[@]}" || status=1
 else
   echo "dp_vs_ddp.sh: no rows were written" >&2
   status=1

@@ -22,7 +22,8 @@ attn_mask (need_weights=False), which torch 1.13 and 2.x both take. On the
 CPU each process uses --threads intra-op threads (default 1, as ember's
 single-threaded CPU kernels). The hidden all-reduce fraction uses buckets
 made by DDP's rule (parameters in reverse order, 1 MiB first, then 25 MiB)
-and a sum all_reduce (gloo has no average).
+and a sum all_reduce (gloo has no average). Each framework's DDP runs with its
+defaults (ember's gradient_as_bucket_view is on, PyTorch's off).
 """
 import argparse
 import contextlib
