@@ -8,7 +8,8 @@
 //   unknown or repeated flag (reported by finish()) prints the message and
 //   the usage line to stderr and exits with status 2: a benchmark is a
 //   program, not a library, and a mistyped flag must not run a long
-//   benchmark with the default.
+//   benchmark with the default. list() reads "a,b,c": each value among the
+//   allowed ones, none twice, in the order given.
 // - device(): "--device cpu|cuda"; cuda:0 by default when a GPU is visible,
 //   the CPU otherwise; "--device cuda" with no GPU visible is a usage error.
 // - time_steps(): runs `step` warmup times, then `steps` times, and returns
@@ -66,6 +67,28 @@ class Flags {
       choices += choices.empty() ? a : std::string(" or ") + a;
     }
     fail(flag + ": expected " + choices + ", got '" + *v + "'");
+  }
+
+  // A comma-separated list of allowed values, or fallback when absent.
+  std::vector<std::string> list(const std::string& flag, const std::vector<std::string>& fallback,
+                                const std::vector<std::string>& allowed) {
+    const std::optional<std::string> v = take(flag);
+    if (!v) return fallback;
+    std::vector<std::string> items;
+    size_t begin = 0;
+    while (true) {
+      const size_t comma = v->find(',', begin);
+      const std::string item = v->substr(begin, comma == std::string::npos ? std::string::npos : comma - begin);
+      if (std::find(allowed.begin(), allowed.end(), item) == allowed.end()) {
+        std::string choices;
+        for (const std::string& a : allowed) choices += (choices.empty() ? "" : ",") + a;
+        fail(flag + ": expected a comma-separated list of " + choices + ", got '" + *v + "'");
+      }
+      if (std::find(items.begin(), items.end(), item) != items.end()) fail(flag + ": '" + item + "' is listed twice");
+      items.push_back(item);
+      if (comma == std::string::npos) return items;
+      begin = comma + 1;
+    }
   }
 
   // An integer flag from 1 to max, or fallback when absent.

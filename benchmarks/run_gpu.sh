@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
 # Builds ember on a CUDA machine, runs the whole ctest suite, the kernel
-# benchmarks beside PyTorch's, and (optionally) compute-sanitizer over the
-# CUDA tests; writes every log and a report into $OUT (or ./gpu-report).
+# benchmarks beside PyTorch's, the DataParallel/DDP benchmark beside
+# PyTorch's, and (optionally) compute-sanitizer over the CUDA tests; writes
+# every log and a report into $OUT (or ./gpu-report).
 #
-#   benchmarks/run_gpu.sh [tests] [bench] [sanitize]   (default: tests bench)
+#   benchmarks/run_gpu.sh [tests] [bench] [dp_vs_ddp] [sanitize]   (default: tests bench)
+#
+# dp_vs_ddp installs gnuplot (scripts/install_bench_deps.sh) and runs
+# benchmarks/dp_vs_ddp.sh over 1..N GPUs: $OUT/dp_vs_ddp/report.md with its
+# plots. Only that, built quickly:
+#   EMBER_TARGETS="ember_run bench_dp_vs_ddp" benchmarks/run_gpu.sh dp_vs_ddp
 #
 # The build is Release for sm_90 (override CMAKE_CUDA_ARCHITECTURES in the
 # environment) with all cores; a step that fails stops nothing after it,
@@ -40,6 +46,11 @@ for step in "${steps[@]}"; do
       ./build-gpu/benchmarks/host_overhead 2>&1 | tee "$out/host_overhead.md" || status=1
       echo "== benchmarks/torch_reference.py"
       python3 benchmarks/torch_reference.py 2>&1 | tee "$out/torch_reference.md" || status=1
+      ;;
+    dp_vs_ddp)
+      echo "== benchmarks/dp_vs_ddp.sh (ember and PyTorch over 1..$(nvidia-smi -L | wc -l) GPUs)"
+      scripts/install_bench_deps.sh >"$out/install_bench_deps.log" 2>&1 || { tail -5 "$out/install_bench_deps.log"; status=1; }
+      benchmarks/dp_vs_ddp.sh build-gpu "$out/dp_vs_ddp" gpu 2>&1 | tee "$out/dp_vs_ddp.log" || status=1
       ;;
     sanitize)
       for tool in memcheck racecheck; do
