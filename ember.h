@@ -5,6 +5,7 @@
 #include "core/autograd/engine.h"
 #include "core/autograd/node.h"
 #include "core/autograd/saved_tensor_hooks.h"
+#include "core/cpu_allocator.h"
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/error.h"

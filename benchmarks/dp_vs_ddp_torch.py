@@ -37,24 +37,11 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
+from torch_models import make_cnn, make_mlp
+
 CSV_HEADER = ("framework,model,model_shape,parameters,mode,precision,devices,hardware,batch_per_device,unit,"
               "throughput,efficiency,step_ms_median,step_ms_p95,peak_mib_dev0,peak_mib_other_max,peak_mib_all,"
               "ddp_sync_ms,ddp_no_sync_ms,allreduce_ms,hidden_fraction")
-
-
-def make_mlp():
-    return nn.Sequential(nn.Flatten(), nn.Linear(784, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(),
-                         nn.Linear(1024, 10))
-
-
-def make_cnn(dropout=0.25):
-    layers = []
-    cin = 1
-    for cout in (32, 64):
-        layers += [nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(), nn.MaxPool2d(2)]
-        cin = cout
-    layers += [nn.Flatten(), nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Dropout(dropout), nn.Linear(128, 10)]
-    return nn.Sequential(*layers)
 
 
 class GptBlock(nn.Module):

@@ -17,20 +17,7 @@ import statistics
 import torch
 from torch import nn
 
-
-def make_mlp():
-    return nn.Sequential(nn.Flatten(), nn.Linear(784, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(),
-                         nn.Linear(1024, 10))
-
-
-def make_cnn(dropout=0.25):
-    layers = []
-    cin = 1
-    for cout in (32, 64):
-        layers += [nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(), nn.MaxPool2d(2)]
-        cin = cout
-    layers += [nn.Flatten(), nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Dropout(dropout), nn.Linear(128, 10)]
-    return nn.Sequential(*layers)
+from torch_models import make_cnn, make_mlp
 
 
 def device_allocs():
