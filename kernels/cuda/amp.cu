@@ -16,17 +16,12 @@
 namespace ember::cuda {
 namespace {
 
-using optim::FusedTensor;
 using optim::MultiTensorArgs;
 
-constexpr int kListTensors = 64;
 constexpr int kILP = 4;  // elements each thread keeps in flight
-using List = ChunkList<1, kListTensors>;
-
-void* pick_gradient(const FusedTensor& f, int) { return f.param; }
 
 template <typename T, bool Unscale>
-__global__ void unscale_and_check_kernel(const List list, const float* inv_scale, float* found_inf) {
+__global__ void unscale_and_check_kernel(const ParamList list, const float* inv_scale, float* found_inf) {
   using A = acc_t<T>;
   const BlockChunk bc = block_chunk(list);
   T* x = static_cast<T*>(list.ptr[0][bc.slot]) + bc.begin;
@@ -61,7 +56,7 @@ void unscale_and_check(const MultiTensorArgs& a, const float* inv_scale, float* 
   DeviceGuard guard(a.device);
   cudaStream_t stream = current_stream(a.device).handle();
   EMBER_DISPATCH_FLOAT(a.dtype, "amp::GradScaler unscale", [&]<typename T>() {
-    for_each_chunk_list<1, kListTensors>(a.tensors, a.count, pick_gradient, [&](const List& list, int blocks) {
+    for_each_chunk_list<1, kParamListTensors>(a.tensors, a.count, pick_param, [&](const ParamList& list, int blocks) {
       if (inv_scale != nullptr) {
         unscale_and_check_kernel<T, true><<<unsigned(blocks), kMultiTensorThreads, 0, stream>>>(list, inv_scale,
                                                                                                 found_inf);

@@ -42,6 +42,13 @@ struct ChunkList {
 template <int Depth, int MaxTensors>
 inline constexpr bool fits_kernel_args = sizeof(ChunkList<Depth, MaxTensors>) <= 4096 - 384;
 
+// The list of the kernels that take one buffer per FusedTensor, its param
+// (the norm and scale of clip_grad_norm_, the loss-scaling kernels), and
+// the pick that fills it.
+inline constexpr int kParamListTensors = 64;
+using ParamList = ChunkList<1, kParamListTensors>;
+inline void* pick_param(const optim::FusedTensor& f, int) { return f.param; }
+
 // The tensor slot, first element and length of this block's chunk.
 struct BlockChunk {
   int slot;

@@ -18,17 +18,12 @@
 namespace ember::cuda {
 namespace {
 
-using optim::FusedTensor;
 using optim::MultiTensorArgs;
 
-constexpr int kListTensors = 64;
 constexpr int kILP = 4;  // loads each thread keeps in flight
-using List = ChunkList<1, kListTensors>;
-
-void* pick_tensor(const FusedTensor& f, int) { return f.param; }
 
 template <typename T, bool Inf>
-__global__ void norm_partials_kernel(const List list, acc_t<T> p, acc_t<T>* partials) {
+__global__ void norm_partials_kernel(const ParamList list, acc_t<T> p, acc_t<T>* partials) {
   using A = acc_t<T>;
   __shared__ A shared[32];
   const BlockChunk bc = block_chunk(list);
@@ -53,7 +48,7 @@ __global__ void norm_partials_kernel(const List list, acc_t<T> p, acc_t<T>* part
 }
 
 template <typename T>
-__global__ void scale_kernel(const List list, const acc_t<T>* scale) {
+__global__ void scale_kernel(const ParamList list, const acc_t<T>* scale) {
   const BlockChunk bc = block_chunk(list);
   T* x = static_cast<T*>(list.ptr[0][bc.slot]) + bc.begin;
   const acc_t<T> s = *scale;
@@ -80,7 +75,7 @@ void norm_partials(const MultiTensorArgs& a, double norm_type, void* partials) {
     using A = acc_t<T>;
     A* out = static_cast<A*>(partials);
     const bool inf = std::isinf(norm_type);
-    for_each_chunk_list<1, kListTensors>(a.tensors, a.count, pick_tensor, [&](const List& list, int blocks) {
+    for_each_chunk_list<1, kParamListTensors>(a.tensors, a.count, pick_param, [&](const ParamList& list, int blocks) {
       if (inf) norm_partials_kernel<T, true><<<unsigned(blocks), kMultiTensorThreads, 0, stream>>>(list, A(0), out);
       else norm_partials_kernel<T, false><<<unsigned(blocks), kMultiTensorThreads, 0, stream>>>(list, A(norm_type), out);
       EMBER_CUDA_CHECK_LAUNCH();
@@ -94,7 +89,7 @@ void scale(const MultiTensorArgs& a, const void* factor) {
   cudaStream_t stream = current_stream(a.device).handle();
   EMBER_DISPATCH_FLOAT(a.dtype, "clip_grad_norm_", [&]<typename T>() {
     const auto* s = static_cast<const acc_t<T>*>(factor);
-    for_each_chunk_list<1, kListTensors>(a.tensors, a.count, pick_tensor, [&](const List& list, int blocks) {
+    for_each_chunk_list<1, kParamListTensors>(a.tensors, a.count, pick_param, [&](const ParamList& list, int blocks) {
       scale_kernel<T><<<unsigned(blocks), kMultiTensorThreads, 0, stream>>>(list, s);
       EMBER_CUDA_CHECK_LAUNCH();
     });
