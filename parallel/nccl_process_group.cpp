@@ -47,7 +47,7 @@
 #include "core/ops.h"
 #include "core/ops/op_utils.h"
 #include "parallel/collective_tracker.h"
-#include "parallel/nccl_dtype.h"
+#include "parallel/nccl_common.h"
 
 static_assert(NCCL_VERSION_CODE >= NCCL_VERSION(2, 18, 0),
               "ember's nccl backend needs NCCL 2.18 or newer (non-blocking communicators, ncclCommFinalize, "
@@ -73,9 +73,6 @@ constexpr auto kReportInterval = std::chrono::milliseconds(10);
 int64_t ms_since(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
 }
-
-// Sets nothing the user has set (overwrite = 0), so later calls change nothing.
-void default_nccl_environment() { setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0); }
 
 ncclRedOp_t nccl_op(ReduceOp op) {
   switch (op) {

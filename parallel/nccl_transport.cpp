@@ -13,7 +13,7 @@
 #include "core/grad_mode.h"
 #include "core/ops.h"
 #include "core/ops/op_utils.h"
-#include "parallel/nccl_dtype.h"
+#include "parallel/nccl_common.h"
 
 namespace ember::parallel {
 namespace {
@@ -32,7 +32,7 @@ class NcclTransport final : public BucketTransport {
       ids.push_back(d.index);
     }
     EMBER_CHECK(!ids.empty(), "nccl_transport: no devices given");
-    setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0);  // as the process group does (see nccl_process_group.cpp)
+    default_nccl_environment();
     comms_.resize(ids.size());
     EMBER_NCCL_CHECK(ncclCommInitAll(comms_.data(), int(ids.size()), ids.data()));
   }

@@ -1,4 +1,5 @@
-// The stub objects of the loss-scaling kernels (filled by kernels/).
+// The stub objects of the loss-scaling kernels; kernels/cpu/amp.cpp and
+// kernels/cuda/amp.cu register their implementations in them.
 #include "core/ops/amp_kernels.h"
 
 namespace ember::amp {
