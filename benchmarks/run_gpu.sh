@@ -12,8 +12,11 @@
 #   EMBER_TARGETS="ember_run bench_dp_vs_ddp" benchmarks/run_gpu.sh dp_vs_ddp
 #
 # The build is Release for sm_90 (override CMAKE_CUDA_ARCHITECTURES in the
-# environment) with all cores; a step that fails stops nothing after it,
-# and the script exits non-zero if any step failed.
+# environment) with all cores, into build-gpu/ (EMBER_BUILD_DIR overrides
+# it; EMBER_PREBUILT=1 skips the build and uses that folder as it is, e.g.
+# a build made for sm_90 on a machine without a GPU and carried here); a
+# step that fails stops nothing after it, and the script exits non-zero if
+# any step failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-$PWD/gpu-report}
@@ -24,39 +27,46 @@ arch=${CMAKE_CUDA_ARCHITECTURES:-90}
 jobs=$(nproc)
 status=0
 
-echo "== configure and build (sm_$arch, $jobs jobs)"
-start=$(date +%s)
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" \
-  -DEMBER_WITH_CUDA=ON >"$out/configure.log" 2>&1 || { tail -20 "$out/configure.log"; exit 1; }
-# EMBER_TARGETS limits the build to some targets (e.g. "ember_tests bench_kernels").
-ninja -C build-gpu -j"$jobs" ${EMBER_TARGETS:-} >"$out/build.log" 2>&1 || { grep -E "error|FAILED" "$out/build.log" | head -40; exit 1; }
-echo "built in $(( $(date +%s) - start )) s"
+build=${EMBER_BUILD_DIR:-build-gpu}
+
+if [ "${EMBER_PREBUILT:-0}" = 1 ]; then
+  [ -x "$build/tests/ember_tests" ] || { echo "EMBER_PREBUILT=1 but $build/tests/ember_tests is missing"; exit 1; }
+  echo "== prebuilt $build (no build)"
+else
+  echo "== configure and build (sm_$arch, $jobs jobs)"
+  start=$(date +%s)
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" \
+    -DEMBER_WITH_CUDA=ON >"$out/configure.log" 2>&1 || { tail -20 "$out/configure.log"; exit 1; }
+  # EMBER_TARGETS limits the build to some targets (e.g. "ember_tests bench_kernels").
+  ninja -C "$build" -j"$jobs" ${EMBER_TARGETS:-} >"$out/build.log" 2>&1 || { grep -E "error|FAILED" "$out/build.log" | head -40; exit 1; }
+  echo "built in $(( $(date +%s) - start )) s"
+fi
 
 for step in "${steps[@]}"; do
   case "$step" in
     tests)
       echo "== ctest"
-      ctest --test-dir build-gpu -j"$jobs" --output-on-failure --timeout 120 >"$out/ctest.log" 2>&1 || status=1
+      ctest --test-dir "$build" -j"$jobs" --output-on-failure --timeout 120 >"$out/ctest.log" 2>&1 || status=1
       grep -E "tests passed|tests failed|Failed|\*\*\*" "$out/ctest.log" | head -40
       ;;
     bench)
       echo "== benchmarks/kernels"
-      ./build-gpu/benchmarks/kernels 2>&1 | tee "$out/kernels.md" || status=1
+      "$build"/benchmarks/kernels 2>&1 | tee "$out/kernels.md" || status=1
       echo "== benchmarks/host_overhead"
-      ./build-gpu/benchmarks/host_overhead 2>&1 | tee "$out/host_overhead.md" || status=1
+      "$build"/benchmarks/host_overhead 2>&1 | tee "$out/host_overhead.md" || status=1
       echo "== benchmarks/torch_reference.py"
       python3 benchmarks/torch_reference.py 2>&1 | tee "$out/torch_reference.md" || status=1
       ;;
     dp_vs_ddp)
       echo "== benchmarks/dp_vs_ddp.sh (ember and PyTorch over 1..$(nvidia-smi -L | wc -l) GPUs)"
       scripts/install_bench_deps.sh >"$out/install_bench_deps.log" 2>&1 || { tail -5 "$out/install_bench_deps.log"; status=1; }
-      benchmarks/dp_vs_ddp.sh build-gpu "$out/dp_vs_ddp" gpu 2>&1 | tee "$out/dp_vs_ddp.log" || status=1
+      benchmarks/dp_vs_ddp.sh "$build" "$out/dp_vs_ddp" gpu 2>&1 | tee "$out/dp_vs_ddp.log" || status=1
       ;;
     sanitize)
       for tool in memcheck racecheck; do
         echo "== compute-sanitizer --tool $tool (CUDA tests)"
         compute-sanitizer --tool "$tool" --error-exitcode 1 --print-limit 20 \
-          ./build-gpu/tests/ember_tests --gtest_filter='Cuda*:*Cuda*' >"$out/sanitizer-$tool.log" 2>&1 || status=1
+          "$build"/tests/ember_tests --gtest_filter='Cuda*:*Cuda*' >"$out/sanitizer-$tool.log" 2>&1 || status=1
         grep -E "ERROR SUMMARY|PASSED|FAILED" "$out/sanitizer-$tool.log" | tail -5
       done
       ;;
