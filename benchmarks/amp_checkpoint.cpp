@@ -95,14 +95,7 @@ Row measure(const Config& c, bool mixed, bool ckpt) {
       loss = nn::functional::cross_entropy(out, target);
     }
     optimizer.zero_grad();
-    if (scaler) {
-      scaler->scale(loss).backward();
-      scaler->step(optimizer);
-      scaler->update();
-    } else {
-      loss.backward();
-      optimizer.step();
-    }
+    bench::backward_and_step(loss, optimizer, scaler ? &*scaler : nullptr);
   };
   for (int i = 0; i < c.warmup; ++i) step();
   Row r;

@@ -12,6 +12,10 @@
 //   allowed ones, none twice, in the order given.
 // - device(): "--device cpu|cuda"; cuda:0 by default when a GPU is visible,
 //   the CPU otherwise; "--device cuda" with no GPU visible is a usage error.
+// - backward_and_step(): loss.backward() and optimizer.step(), or, with a
+//   GradScaler, the scaled backward, the step it skips on an inf/NaN
+//   gradient, and the scale's update: the end of every benchmark's
+//   training step in float32 and in mixed precision alike.
 // - time_steps(): runs `step` warmup times, then `steps` times, and returns
 //   each timed step's milliseconds: on a CUDA device the time between CUDA
 //   events recorded on its current stream before and after the step,
@@ -149,6 +153,17 @@ inline double p95(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t rank = size_t(std::ceil(0.95 * double(v.size())));
   return v[std::max<size_t>(rank, 1) - 1];
+}
+
+inline void backward_and_step(const Tensor& loss, optim::Optimizer& optimizer, amp::GradScaler* scaler) {
+  if (scaler) {
+    scaler->scale(loss).backward();
+    scaler->step(optimizer);
+    scaler->update();
+  } else {
+    loss.backward();
+    optimizer.step();
+  }
 }
 
 inline std::vector<double> time_steps(Device device, int warmup, int steps, const std::function<void()>& step) {

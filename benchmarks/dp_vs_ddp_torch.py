@@ -26,17 +26,15 @@ and a sum all_reduce (gloo has no average). Each framework's DDP runs with its
 defaults (ember's gradient_as_bucket_view is on, PyTorch's off).
 """
 import argparse
-import contextlib
 import os
-import statistics
 import sys
-import time
 
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
+from torch_bench import make_train_step, median, p95, time_steps
 from torch_models import make_cnn, make_mlp
 
 CSV_HEADER = ("framework,model,model_shape,parameters,mode,precision,devices,hardware,batch_per_device,unit,"
@@ -138,59 +136,6 @@ class Precision:
             self.name, self.dtype = "amp-bf16", torch.bfloat16
 
 
-def make_step(w, model, optimizer, precision, x, y):
-    scaler = torch.cuda.amp.GradScaler() if precision.dtype == torch.float16 else None
-
-    def step():
-        autocast = (torch.autocast(device_type=precision.device_type, dtype=precision.dtype)
-                    if precision.dtype is not None else contextlib.nullcontext())
-        with autocast:
-            loss = w.loss(model(x), y)
-        optimizer.zero_grad(set_to_none=True)
-        if scaler is not None:
-            scaler.scale(loss).backward()
-            scaler.step(optimizer)
-            scaler.update()
-        else:
-            loss.backward()
-            optimizer.step()
-    return step
-
-
-def time_steps(device, warmup, steps, step):
-    """Milliseconds of each step: CUDA events on the device's current stream, or wall time."""
-    for _ in range(warmup):
-        step()
-    times = []
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-        for _ in range(steps):
-            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            step()
-            stop.record()
-            stop.synchronize()
-            times.append(start.elapsed_time(stop))
-        return times
-    for _ in range(steps):
-        start = time.perf_counter()
-        step()
-        times.append((time.perf_counter() - start) * 1e3)
-    return times
-
-
-def median(v):
-    """The upper middle, as bench::median."""
-    return sorted(v)[len(v) // 2]
-
-
-def p95(v):
-    """The nearest rank, as bench::p95."""
-    s = sorted(v)
-    rank = -(-95 * len(s) // 100)
-    return s[max(rank, 1) - 1]
-
-
 def measure(devices, a, step):
     time_steps(devices[0], a.warmup, 0, step)
     cuda = [d for d in devices if d.type == "cuda"]
@@ -213,7 +158,8 @@ def run_single(a, w, precision, device):
     parameters = sum(p.numel() for p in model.parameters())
     model.to(device)
     x, y = w.make_batch(w.batch, device, 1)
-    step = make_step(w, model, w.make_optimizer(model.parameters()), precision, x, y)
+    step = make_train_step(model, w.make_optimizer(model.parameters()),
+                           w.loss, x, y, precision.device_type, precision.dtype)
     ms, peaks = measure([device], a, step)
     return make_row("single", precision, 1, w, ms, peaks, 0), parameters
 
@@ -222,7 +168,8 @@ def run_data_parallel(a, w, precision, devices, baseline):
     net = w.make_model().to(devices[0])
     dp = nn.DataParallel(net, device_ids=[d.index for d in devices])
     x, y = w.make_batch(len(devices) * w.batch, devices[0], 1)
-    step = make_step(w, dp, w.make_optimizer(net.parameters()), precision, x, y)
+    step = make_train_step(dp, w.make_optimizer(net.parameters()),
+                           w.loss, x, y, precision.device_type, precision.dtype)
 
     def synchronized():
         step()
@@ -251,7 +198,8 @@ def run_ddp(a, w, precision, device, baseline):
     net = w.make_model().to(device)
     ddp = DDP(net, device_ids=[device.index] if device.type == "cuda" else None)
     x, y = w.make_batch(w.batch, device, 1 + dist.get_rank())
-    step = make_step(w, ddp, w.make_optimizer(ddp.parameters()), precision, x, y)
+    step = make_train_step(ddp, w.make_optimizer(ddp.parameters()),
+                           w.loss, x, y, precision.device_type, precision.dtype)
     ms, peaks = measure([device], a, step)
     row = make_row("ddp", precision, dist.get_world_size(), w, ms, peaks, baseline)
     with ddp.no_sync():

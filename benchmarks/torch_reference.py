@@ -3,23 +3,14 @@
 Same shapes, same byte counts, median of CUDA-event timings after warm-up.
 Run: python3 benchmarks/torch_reference.py
 """
-import statistics
 
 import torch
 
+from torch_bench import median, time_steps
+
 
 def median_ms(fn, repeats=20):
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop))
-    return statistics.median(times)
+    return median(time_steps("cuda", 3, repeats, fn))
 
 
 def main():
@@ -75,7 +66,7 @@ def main():
         t1 = time.perf_counter()
         torch.cuda.synchronize()
         per_op.append((t1 - t0) / 2000 * 1e6)
-    print(f"\nhost overhead of a 16-element CUDA add: {statistics.median(per_op):.2f} us per op")
+    print(f"\nhost overhead of a 16-element CUDA add: {median(per_op):.2f} us per op")
 
 
 if __name__ == "__main__":

@@ -1,13 +1,18 @@
 // train_step: the time of one whole training step (forward, cross-entropy
 // loss, zero_grad, backward, optimizer step) of ember-train's networks, in
-// float32, as a markdown table. benchmarks/train_step_torch.py prints the
-// same table for PyTorch eager on the same card.
+// float32 and in mixed precision, as a markdown table.
+// benchmarks/train_step_torch.py prints the same table for PyTorch eager on
+// the same card.
 //
 // Rows:
 //   mlp   Flatten, Linear 784-1024, ReLU, Linear 1024-1024, ReLU,
 //         Linear 1024-10; SGD lr 0.01, momentum 0.9; batch 64, 256, 4096
 //   cnn   examples/train/models.h's CNN (dropout 0.25); Adam lr 1e-3;
 //         batch 256, 1024
+// Precisions (--precision, a list): fp32; amp-fp16, the forward and the
+// loss under amp::autocast(float16) with an amp::GradScaler; amp-bf16,
+// autocast(bfloat16) without one. Default: all three on a GPU, fp32 on the
+// CPU.
 // Inputs are random (N, 1, 28, 28) images and labels made on the device once.
 //
 // Timing: on cuda:0 when a GPU is visible, the median over 100 steps (after
@@ -23,6 +28,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,6 +51,13 @@ struct Case {
   int64_t batch;
 };
 
+// "fp32", "amp-fp16" or "amp-bf16": the autocast dtype, if any.
+std::optional<DType> autocast_dtype(const std::string& precision) {
+  if (precision == "amp-fp16") return DType::Float16;
+  if (precision == "amp-bf16") return DType::BFloat16;
+  return std::nullopt;
+}
+
 struct Timing {
   double median_ms = 0;
   int64_t device_allocs = -1;  // -1: not on a GPU
@@ -64,18 +77,25 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const Case& c, const TensorList
   return std::make_unique<optim::Adam>(params, optim::AdamOptions{});
 }
 
-Timing time_case(const Case& c, Device device, int warmup, int steps) {
+Timing time_case(const Case& c, const std::string& precision, Device device, int warmup, int steps) {
   manual_seed(0);
   std::shared_ptr<nn::Sequential> model = make_model(c);
   model->to(device);
   std::unique_ptr<optim::Optimizer> optimizer = make_optimizer(c, model->parameters());
   const Tensor input = randn({c.batch, 1, train::kImageSide, train::kImageSide}, DType::Float32, device);
   const Tensor target = randint(0, train::kClasses, {c.batch}, DType::Int64, device);
+  const std::optional<DType> low = autocast_dtype(precision);
+  std::optional<amp::GradScaler> scaler;
+  if (low == DType::Float16) scaler.emplace();
   auto step = [&] {
-    Tensor loss = nn::functional::cross_entropy((*model)(input), target);
+    Tensor loss;
+    {
+      std::optional<amp::autocast> autocast;
+      if (low) autocast.emplace(device.type, *low);
+      loss = nn::functional::cross_entropy((*model)(input), target);
+    }
     optimizer->zero_grad();
-    loss.backward();
-    optimizer->step();
+    bench::backward_and_step(loss, *optimizer, scaler ? &*scaler : nullptr);
   };
   for (int i = 0; i < warmup; ++i) step();
   Timing t;
@@ -93,38 +113,45 @@ Timing time_case(const Case& c, Device device, int warmup, int steps) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bench::Flags flags(argc, argv, "train_step [--device cpu|cuda] [--steps N]");
+  bench::Flags flags(argc, argv, "train_step [--device cpu|cuda] [--steps N] [--precision fp32,amp-fp16,amp-bf16]");
   const Device device = flags.device();
   const bool use_gpu = device.is_cuda();
   const int warmup = use_gpu ? 10 : 2;
   const int steps = int(flags.count("--steps", use_gpu ? 100 : 10, 100000));
+  const std::vector<std::string> precisions =
+      flags.list("--precision", use_gpu ? std::vector<std::string>{"fp32", "amp-fp16", "amp-bf16"}
+                                        : std::vector<std::string>{"fp32"},
+                 {"fp32", "amp-fp16", "amp-bf16"});
   flags.finish();
 
   std::string where = "cpu (std::chrono wall time)";
 #if EMBER_WITH_CUDA
   if (use_gpu) where = "cuda:0, " + cuda::properties(0).name + " (CUDA events)";
 #endif
-  std::printf("ember train_step: float32, median of %d steps after %d warm-up steps, on %s\n\n", steps, warmup,
+  std::printf("ember train_step: median of %d steps after %d warm-up steps, on %s\n\n", steps, warmup,
               where.c_str());
-  std::printf("| model | optimizer | batch | ms/step | samples/s | cudaMalloc calls |\n");
-  std::printf("|---|---|---:|---:|---:|---:|\n");
+  std::printf("| model | optimizer | precision | batch | ms/step | samples/s | cudaMalloc calls |\n");
+  std::printf("|---|---|---|---:|---:|---:|---:|\n");
   const std::vector<Case> cases = {
       {"mlp", "sgd", 64}, {"mlp", "sgd", 256}, {"mlp", "sgd", 4096}, {"cnn", "adam", 256}, {"cnn", "adam", 1024},
   };
   int status = 0;
   for (const Case& c : cases) {
-    try {
-      const Timing t = time_case(c, device, warmup, steps);
-      const std::string allocs = t.device_allocs < 0 ? "n/a" : std::to_string(t.device_allocs);
-      std::printf("| %s | %s | %lld | %.3f | %.0f | %s |\n", c.model, c.optimizer, static_cast<long long>(c.batch),
-                  t.median_ms, double(c.batch) / (t.median_ms * 1e-3), allocs.c_str());
-      if (t.device_allocs > 0) status = 1;
-    } catch (const Error& e) {
-      std::printf("| %s | %s | %lld | failed | | |\n", c.model, c.optimizer, static_cast<long long>(c.batch));
-      std::fprintf(stderr, "%s batch %lld: %s\n", c.model, static_cast<long long>(c.batch), e.what());
-      status = 1;
+    for (const std::string& precision : precisions) {
+      const auto batch = static_cast<long long>(c.batch);
+      try {
+        const Timing t = time_case(c, precision, device, warmup, steps);
+        const std::string allocs = t.device_allocs < 0 ? "n/a" : std::to_string(t.device_allocs);
+        std::printf("| %s | %s | %s | %lld | %.3f | %.0f | %s |\n", c.model, c.optimizer, precision.c_str(), batch,
+                    t.median_ms, double(c.batch) / (t.median_ms * 1e-3), allocs.c_str());
+        if (t.device_allocs > 0) status = 1;
+      } catch (const Error& e) {
+        std::printf("| %s | %s | %s | %lld | failed | | |\n", c.model, c.optimizer, precision.c_str(), batch);
+        std::fprintf(stderr, "%s %s batch %lld: %s\n", c.model, precision.c_str(), batch, e.what());
+        status = 1;
+      }
+      std::fflush(stdout);
     }
-    std::fflush(stdout);
   }
   if (status != 0) std::printf("\nFAILED: a step failed or called cudaMalloc after warm-up (see above)\n");
   return status;

@@ -23,6 +23,7 @@
 #include <optional>
 #include <string>
 
+#include "benchmarks/bench_util.h"
 #include "benchmarks/gpt.h"
 #include "ember.h"
 #include "examples/train/models.h"
@@ -118,14 +119,7 @@ class TrainStep {
       loss = workload_.loss(model_.forward(input_), target_);
     }
     optimizer_.zero_grad();
-    if (scaler_) {
-      scaler_->scale(loss).backward();
-      scaler_->step(optimizer_);
-      scaler_->update();
-    } else {
-      loss.backward();
-      optimizer_.step();
-    }
+    bench::backward_and_step(loss, optimizer_, scaler_ ? &*scaler_ : nullptr);
   }
 
  private:
