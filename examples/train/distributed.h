@@ -9,10 +9,11 @@
 //   world size above 1. Otherwise it returns a one-process run and touches
 //   nothing. --distributed without the launcher's variables is a UsageError
 //   that says what is missing.
-// - Distributed on the CPU: the default process group over gloo, with
-//   --dist-timeout as the collectives' timeout. On CUDA the backend is NCCL,
-//   rank i using cuda:LOCAL_RANK; a build without an NCCL backend (every
-//   build so far) makes that a UsageError that says to use --device cpu.
+// - Distributed on the CPU: the default process group over gloo; on CUDA
+//   over NCCL, local rank k training on cuda:k (more ranks per node than
+//   visible GPUs is an Error). Either way --dist-timeout is the collectives'
+//   timeout. A build without CUDA (so without NCCL) makes --device cuda a
+//   UsageError that says to use --device cpu.
 // - sum(values) adds up each rank's values (all_reduce), the same on every
 //   rank; it does nothing in one process. finish() ends the run: a barrier
 //   (so that rank 0, which serves the store, leaves last) and
@@ -34,7 +35,7 @@ struct Distributed {
   bool enabled = false;
   int rank = 0;
   int world_size = 1;
-  std::string backend;  // "gloo"; empty in one process
+  std::string backend;  // "gloo" or "nccl"; empty in one process
   Device device = kCPU;  // where this rank trains
   std::shared_ptr<parallel::ProcessGroup> group;
 
