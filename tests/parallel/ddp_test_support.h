@@ -3,10 +3,9 @@
 // deterministic global batches and their per-rank shards, and comparisons.
 //
 // Configurations: gloo on the CPU with 2 and 4 ranks (what CI runs), and
-// NCCL on cuda:0 with one rank. A configuration whose backend this build
-// lacks (no NCCL backend exists yet) or whose device is not visible skips;
-// once parallel::backend_available("nccl") is true on a machine with a GPU,
-// the NCCL configuration runs the same tests with no other change.
+// NCCL on cuda:0 with one rank (what the GPU machine runs). A configuration
+// whose backend this build lacks (NCCL without CUDA) or whose device is not
+// visible skips, saying so.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -42,12 +41,12 @@ inline std::vector<DistConfig> dist_configs() {
   return {{"gloo", kCPU, 2}, {"gloo", kCPU, 4}, {"nccl", cuda_device(0), 1}};
 }
 
-// Empty when the configuration can run here, else why not. Checks the
-// backend first: asking for devices initializes CUDA, which the forked
-// ranks could not use afterwards.
+// Empty when the configuration can run here, else why not. The devices are
+// counted in a forked child: the ranks are forks of this process, and CUDA
+// initialized here would be unusable in them.
 inline std::string why_not_runnable(const DistConfig& c) {
   if (!parallel::backend_available(c.backend)) return "this ember has no " + c.backend + " backend";
-  if (c.device.is_cuda() && cuda::device_count() <= c.device.index) return "no CUDA device is visible";
+  if (c.device.is_cuda() && gpus_visible_to_forks() <= c.device.index) return "no CUDA device is visible";
   return "";
 }
 

@@ -18,7 +18,6 @@
 // test in a process of its own).
 #include <gtest/gtest.h>
 #include <stdlib.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -48,6 +47,7 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using testing::error_of;
+using testing::gpus_visible_to_forks;
 using testing::RankContext;
 using testing::expected_reduction;
 using testing::rank_tensor;
@@ -372,23 +372,11 @@ TEST(NcclProcessGroup, InitProcessGroupAndTheFreeCollectives) {
 
 // ---------------- several GPUs, one forked process each ----------------
 
-// The visible GPUs, counted in a child process: CUDA does not survive a
-// fork, so the process that forks the ranks must not initialize it.
-int visible_gpus() {
-  static const int count = [] {
-    pid_t pid = ::fork();
-    if (pid == 0) _exit(std::min(cuda::device_count(), 100));
-    int status = 0;
-    if (pid < 0 || ::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return 0;
-    return WEXITSTATUS(status);
-  }();
-  return count;
-}
-
-#define REQUIRE_GPUS(n)                                                                                    \
-  if (visible_gpus() < (n))                                                                                \
-  GTEST_SKIP() << "needs " << (n) << " CUDA devices, " << visible_gpus() << " visible (or CUDA was used in " \
-               << "this process before the fork: run the test on its own, as ctest does)"
+#define REQUIRE_GPUS(n)                                                                           \
+  if (gpus_visible_to_forks() < (n))                                                              \
+  GTEST_SKIP() << "needs " << (n) << " CUDA devices, " << gpus_visible_to_forks()                 \
+               << " visible (or CUDA was used in this process before the fork: run the test on " \
+               << "its own, as ctest does)"
 
 std::shared_ptr<ProcessGroup> rank_group(RankContext& ctx, std::chrono::milliseconds timeout,
                                          bool blocking_wait = false) {
@@ -398,7 +386,7 @@ std::shared_ptr<ProcessGroup> rank_group(RankContext& ctx, std::chrono::millisec
 
 TEST(NcclRanks, EveryCollectiveAcrossAllVisibleGpus) {
   REQUIRE_GPUS(2);
-  const int world = std::min(visible_gpus(), 8);
+  const int world = std::min(gpus_visible_to_forks(), 8);
   auto results = testing::run_ranks(world, [](RankContext& ctx) {
     // The group's device from the current device (the option's default).
     cuda::set_device(ctx.rank);
@@ -525,7 +513,7 @@ TEST(NcclRanks, ACollectiveThatTimesOutAfterANonBlockingWaitFailsLater) {
 
 TEST(NcclRanks, ARankExitingMidLoopFailsTheOthersWithinTheTimeout) {
   REQUIRE_GPUS(2);
-  const int world = std::min(visible_gpus(), 4);
+  const int world = std::min(gpus_visible_to_forks(), 4);
   const int dying = world - 1;
   auto results = testing::run_ranks(world, [=](RankContext& ctx) {
     auto g = rank_group(ctx, 3000ms, /*blocking_wait=*/true);

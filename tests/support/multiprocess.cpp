@@ -17,6 +17,8 @@
 #include <sstream>
 #include <thread>
 
+#include "core/cuda/device.h"
+
 namespace ember::testing {
 
 namespace {
@@ -249,6 +251,17 @@ std::vector<RankResult> run_ranks(int world_size, const std::function<void(RankC
   }
   if (ok) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << "not every rank passed:" << os.str();
+}
+
+int gpus_visible_to_forks() {
+  static const int count = [] {
+    const pid_t pid = ::fork();
+    if (pid == 0) _exit(std::min(cuda::device_count(), 100));
+    int status = 0;
+    if (pid < 0 || ::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return 0;
+    return WEXITSTATUS(status);
+  }();
+  return count;
 }
 
 }  // namespace ember::testing

@@ -20,6 +20,8 @@
 //   exit status is reported.
 // - Nothing can hang: after `deadline` every rank still running is killed
 //   with SIGKILL and reported as such; every child is reaped.
+// - The ranks may use CUDA only when this process has not: see
+//   gpus_visible_to_forks() below.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -61,5 +63,12 @@ std::vector<RankResult> run_ranks(int world_size, const std::function<void(RankC
 
 // Passes when every rank passed; otherwise lists what each failing rank did.
 ::testing::AssertionResult all_passed(const std::vector<RankResult>& results);
+
+// The CUDA devices visible, counted in a forked child (0 in a build without
+// CUDA). CUDA does not survive a fork, so a test that forks ranks which use
+// CUDA must not initialize it in its own process, not even to count the
+// devices (cuda::device_count() would): this counts them without that.
+// Computed once per process.
+int gpus_visible_to_forks();
 
 }  // namespace ember::testing
