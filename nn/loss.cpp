@@ -4,8 +4,11 @@
 // elementwise ops and reductions, so their backward comes from those ops.
 #include "nn/loss.h"
 
+#include <string>
+
 #include "core/autocast_state.h"
 #include "core/ops.h"
+#include "core/ops/index_kernels.h"
 
 namespace ember::nn {
 namespace functional {
@@ -39,15 +42,12 @@ Picked pick_targets(const char* op, const Tensor& logp, const Tensor& target, in
   const int64_t classes = logp.size(1);
   Tensor ignored = eq(target, ignore_index);
   Tensor safe = where(ignored, Scalar(int64_t(0)), target);
-  Tensor picked;
-  try {
-    picked = gather(logp, 1, safe.unsqueeze(1)).squeeze(1);
-  } catch (const OutOfMemoryError&) {
-    throw;
-  } catch (const Error& e) {
-    EMBER_FAIL(op << ": a target is not a class index for " << classes << " classes (valid targets: 0 to "
-                  << classes - 1 << ", or ignore_index = " << ignore_index << "); " << e.what());
-  }
+  // A bad target fails in the gather, at once on the CPU and later on a GPU
+  // (core/ops/index_kernels.h); either way its message starts with this.
+  IndexErrorContext context(std::string(op) + ": a target is not a class index for " + std::to_string(classes) +
+                            " classes (valid targets: 0 to " + std::to_string(classes - 1) +
+                            ", or ignore_index = " + std::to_string(ignore_index) + "); ");
+  Tensor picked = gather(logp, 1, safe.unsqueeze(1)).squeeze(1);
   return {where(ignored, 0.0, -picked), ignored};
 }
 

@@ -10,7 +10,8 @@
 //   must not do meanwhile). From pageable memory the runtime stages the
 //   bytes before cudaMemcpyAsync returns, so the source may be reused at once.
 // - device -> host waits for the source's current stream before it returns,
-//   so the host reads the copied bytes right away, pinned or not.
+//   so the host reads the copied bytes right away, pinned or not; an index
+//   error found meanwhile on a GPU is raised then (core/cuda/index_error.h).
 // - device -> same device runs on that device's current stream.
 // - device -> other device runs on the source's current stream, after the
 //   work already queued on the destination's current stream (which may still
@@ -23,6 +24,7 @@
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/device.h"
 #include "core/cuda/event.h"
+#include "core/cuda/index_error.h"
 #include "core/cuda/pinned_memory.h"
 #include "core/cuda/stream.h"
 #include "core/error.h"
@@ -59,6 +61,7 @@ void device_to_host(void* dst, const void* src, int device, size_t nbytes) {
   DeviceGuard guard(device);
   EMBER_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost, stream.handle()));
   EMBER_CUDA_CHECK(cudaStreamSynchronize(stream.handle()));
+  raise_pending_index_error();
 }
 
 void device_to_device(void* dst, int dst_device, const void* src, int src_device, size_t nbytes) {

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/index_error.h"
 #include "core/error.h"
 
 namespace ember::cuda {
@@ -86,6 +87,7 @@ void set_device(int device) {
 void synchronize(int device) {
   DeviceGuard guard(device == -1 ? current_device() : device);
   EMBER_CUDA_CHECK(cudaDeviceSynchronize());
+  raise_pending_index_error();
 }
 
 const DeviceProperties& properties(int device) {

@@ -27,7 +27,8 @@ bool is_available();
 
 int current_device();
 void set_device(int device);
-// Blocks the host until all work queued on the device (-1: current) is done.
+// Blocks the host until all work queued on the device (-1: current) is done;
+// then raises an index error a GPU check found (core/cuda/index_error.h).
 void synchronize(int device = -1);
 
 struct DeviceProperties {

@@ -5,6 +5,7 @@
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/device.h"
+#include "core/cuda/index_error.h"
 #include "core/error.h"
 
 namespace ember::cuda {
@@ -58,7 +59,9 @@ bool Event::query() const {
 }
 
 void Event::synchronize() const {
-  if (event_ != nullptr) EMBER_CUDA_CHECK(cudaEventSynchronize(event_));
+  if (event_ == nullptr) return;
+  EMBER_CUDA_CHECK(cudaEventSynchronize(event_));
+  raise_pending_index_error();
 }
 
 float Event::elapsed_time(const Event& end) const {

@@ -36,7 +36,8 @@ class Event {
   void wait(Stream stream) const;
   // True when the recorded work has finished.
   bool query() const;
-  // Blocks the host until the recorded work has finished.
+  // Blocks the host until the recorded work has finished; then raises an
+  // index error a GPU check found (core/cuda/index_error.h).
   void synchronize() const;
   // Milliseconds between this event and `end`.
   float elapsed_time(const Event& end) const;

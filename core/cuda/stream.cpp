@@ -7,6 +7,7 @@
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/device.h"
+#include "core/cuda/index_error.h"
 #include "core/error.h"
 
 namespace ember::cuda {
@@ -59,6 +60,7 @@ bool Stream::query() const {
 void Stream::synchronize() const {
   DeviceGuard guard(device_);
   EMBER_CUDA_CHECK(cudaStreamSynchronize(handle_));
+  raise_pending_index_error();
 }
 
 Stream default_stream(int device) { return Stream(nullptr, resolve(device)); }

@@ -36,7 +36,8 @@ class Stream {
   bool is_default() const { return handle_ == nullptr; }
   // True when all work queued on the stream has finished.
   bool query() const;
-  // Blocks the host until all work queued on the stream has finished.
+  // Blocks the host until all work queued on the stream has finished; then
+  // raises an index error a GPU check found (core/cuda/index_error.h).
   void synchronize() const;
 
   bool operator==(const Stream& other) const = default;

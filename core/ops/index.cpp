@@ -21,6 +21,8 @@
 //   src's shape) for src. Indices are saved with their version, so changing
 //   one in place before backward is an error.
 #include <algorithm>
+#include <string>
+#include <utility>
 
 #include "core/autograd/function.h"
 #include "core/ops.h"
@@ -32,9 +34,29 @@ namespace ember {
 KernelStub<IndexKernelFn> gather_stub("gather");
 KernelStub<IndexKernelFn> scatter_add_stub("scatter_add");
 
+namespace {
+thread_local const IndexErrorContext* innermost_context = nullptr;
+}  // namespace
+
+IndexErrorContext::IndexErrorContext(std::string text) : text_(std::move(text)), outer_(innermost_context) {
+  innermost_context = this;
+}
+
+IndexErrorContext::~IndexErrorContext() { innermost_context = outer_; }
+
+const std::string* IndexErrorContext::current() {
+  return innermost_context != nullptr ? &innermost_context->text_ : nullptr;
+}
+
+std::string index_error_text(const char* op, int64_t dim, int64_t dim_size, int64_t value,
+                             const std::string& context) {
+  return context + op + ": index " + std::to_string(value) + " is out of bounds for dim " + std::to_string(dim) +
+         " with size " + std::to_string(dim_size) + " (valid indices: 0 to " + std::to_string(dim_size - 1) + ")";
+}
+
 void index_out_of_range(const IndexArgs& a, int64_t value) {
-  EMBER_FAIL(a.op << ": index " << value << " is out of bounds for dim " << a.dim << " with size " << a.dim_size
-                  << " (valid indices: 0 to " << a.dim_size - 1 << ")");
+  const std::string* context = IndexErrorContext::current();
+  EMBER_FAIL(index_error_text(a.op, a.dim, a.dim_size, value, context != nullptr ? *context : std::string()));
 }
 
 using autograd::needs_grad;

@@ -12,14 +12,14 @@
 //   stride 0 along dim, so element p of it plus index[p] * dim_stride is the
 //   addressed element. Operand 2 is int64 or int32 (index_dtype); the others
 //   are `dtype`.
-// - Every index must lie in [0, dim_size). The kernel checks all of
-//   `index` (a dense copy of every index value) before it writes anything,
-//   and throws index_out_of_range(args, value) for the first bad one, so
-//   every device reports the same message. On CUDA the check runs on the
-//   device and its result is copied back: the launcher synchronizes the
-//   stream once per call before the gather/scatter is queued (as PyTorch's
-//   CUDA index ops effectively do); this also means an indexing op cannot be
-//   captured into a CUDA graph.
+// - Every index must lie in [0, dim_size). The CPU kernel checks all of
+//   `index` (a dense copy of every index value) before it writes anything
+//   and throws index_out_of_range(args, value) for the first bad one. On
+//   CUDA a check kernel finds the first bad one on the device, without the
+//   host waiting for it; the same message is raised later, by the next call
+//   that waits for the device or checks indices (core/cuda/index_error.h),
+//   and the gather/scatter skip bad indices meanwhile. An indexing op thus
+//   never synchronizes (and the check is capturable into a CUDA graph).
 // - Scatter-add accumulates: repeated indices add up. The CPU adds in a
 //   fixed order, half types in float rounded once per add. CUDA adds with
 //   atomics (16-bit atomics for the half types, rounding each exact sum
@@ -30,6 +30,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "core/dtype.h"
 #include "core/kernel_stub.h"
@@ -52,8 +53,30 @@ struct IndexArgs {
 
 using IndexKernelFn = void(const IndexArgs& args);
 
-// The error for an index value outside [0, dim_size): names a.op, the value,
-// a.dim and a.dim_size.
+// While one lives, the index errors of the calls this thread makes start
+// with its text: cross_entropy says that a target is not a class index,
+// before the gather's message. Nestable; the innermost one counts.
+class IndexErrorContext {
+ public:
+  explicit IndexErrorContext(std::string text);
+  ~IndexErrorContext();
+  IndexErrorContext(const IndexErrorContext&) = delete;
+  IndexErrorContext& operator=(const IndexErrorContext&) = delete;
+
+  // The innermost context's text on this thread, or nullptr.
+  static const std::string* current();
+
+ private:
+  std::string text_;
+  const IndexErrorContext* outer_;
+};
+
+// The message of an index value outside [0, dim_size) (without the source
+// location): the context, then op, the value, dim and dim_size.
+std::string index_error_text(const char* op, int64_t dim, int64_t dim_size, int64_t value,
+                             const std::string& context);
+
+// Throws the ember::Error of index_error_text with this thread's context.
 [[noreturn]] void index_out_of_range(const IndexArgs& a, int64_t value);
 
 // Calls f.template operator()<I>() with I the C++ type of an index dtype

@@ -1,30 +1,35 @@
 // CUDA kernels of the indexing family: gather and scatter-add over IndexArgs
 // (contract in core/ops/index_kernels.h).
 //
-// - Index check: before anything is written, a grid-stride kernel reads the
-//   dense index once and atomicMin's the position of every out-of-range
-//   value into one 8-byte device word. The launcher copies that word back
-//   (one stream synchronization per call) and, when a position was recorded,
-//   copies the bad value too and throws the CPU's error. No device assert:
-//   the process and its CUDA context keep working after the throw.
+// - Index check: before the gather/scatter, one block reads the dense index
+//   and finds its first out-of-range value (a block-wide atomicMin in shared
+//   memory); thread 0 then claims the device and writes the position and
+//   the value into the pinned record of core/cuda/index_error.h, which the
+//   host raises as the CPU's error at its next wait or index check. The host
+//   never waits for the check, and there is no device assert: the process
+//   and its CUDA context keep working after the error. One block suffices:
+//   an index is read once, at a few hundred GB/s for a single SM, so a
+//   million indices take microseconds.
 // - Gather: one thread per output element, operand offsets from the linear
 //   index (32-bit math when every offset fits); elements are moved as raw
 //   bytes, so one kernel serves every dtype of a size. The row pattern
 //   (embedding, index_select along the outer dim of a contiguous tensor:
 //   dense output rows, dense input rows, one index per row) moves 16-byte
-//   vectors with a 2-D grid, x over a row's vectors and y over rows.
+//   vectors with a 2-D grid, x over a row's vectors and y over rows. An
+//   out-of-range index (the check has recorded it) gathers zeros.
 // - Scatter-add: one thread per src element, atomicAdd into the target:
 //   native for float, double, int32, __half and __nv_bfloat16 (sm_90 has
 //   atom.add.noftz.{f16,bf16}); int64 through the unsigned 64-bit atomic
 //   (two's complement wraps like the CPU's add); bool stores true where src
-//   is true (the CPU's `or`), a race between equal stores.
+//   is true (the CPU's `or`), a race between equal stores. An out-of-range
+//   index adds nothing.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <algorithm>
 #include <type_traits>
 
-#include "core/ops.h"
+#include "core/cuda/index_error.h"
 #include "core/ops/index_kernels.h"
 #include "kernels/cuda/elementwise_launch.cuh"
 
@@ -34,14 +39,28 @@ namespace {
 // ---------------------------------------------------------------- kernels
 
 constexpr unsigned long long kNoBadIndex = ~0ull;
+constexpr int kCheckThreads = 1024;
 
 template <typename I>
-__global__ void find_bad_index_kernel(const I* index, int64_t n, int64_t dim_size, unsigned long long* first_bad) {
-  const int64_t step = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+__global__ void __launch_bounds__(kCheckThreads)
+    check_index_kernel(const I* index, int64_t n, int64_t dim_size, IndexCheckTarget target) {
+  __shared__ unsigned long long first_bad;
+  if (threadIdx.x == 0) first_bad = kNoBadIndex;
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < n; i += kCheckThreads) {
     const int64_t v = int64_t(index[i]);
-    if (v < 0 || v >= dim_size) atomicMin(first_bad, static_cast<unsigned long long>(i));
+    if (v < 0 || v >= dim_size) {
+      atomicMin(&first_bad, static_cast<unsigned long long>(i));
+      break;  // this thread's later positions are larger
+    }
   }
+  __syncthreads();
+  if (threadIdx.x != 0 || first_bad == kNoBadIndex) return;
+  if (atomicCAS(target.claim, 0ull, target.id) != 0ull) return;  // an earlier error is still to be raised
+  target.record->position = static_cast<long long>(first_bad);
+  target.record->value = static_cast<long long>(index[first_bad]);
+  __threadfence_system();
+  *reinterpret_cast<volatile unsigned long long*>(&target.record->id) = target.id;
 }
 
 // Offsets of the three operands of element i of the iteration.
@@ -69,7 +88,8 @@ __global__ void gather_kernel(const IndexArgs a) {
   operand_offsets(a.iter, i, off);
   const int64_t index = int64_t(reinterpret_cast<const I*>(a.iter.data[2])[off[2]]);
   const R* x = reinterpret_cast<const R*>(a.iter.data[1]);
-  reinterpret_cast<R*>(a.iter.data[0])[off[0]] = x[int64_t(off[1]) + index * a.dim_stride];
+  const bool valid = index >= 0 && index < a.dim_size;
+  reinterpret_cast<R*>(a.iter.data[0])[off[0]] = valid ? x[int64_t(off[1]) + index * a.dim_stride] : R(0);
 }
 
 // The row pattern, in 16-byte vectors: out row r = x row index[r].
@@ -82,6 +102,7 @@ struct RowGather {
   int64_t out_row_stride;  // in vectors
   int64_t x_row_stride;    // in vectors (the indexed dim's stride)
   int64_t index_stride;    // in elements of the index
+  int64_t dim_size;        // valid rows: [0, dim_size)
 };
 
 template <typename I>
@@ -92,7 +113,8 @@ __global__ void gather_rows_kernel(const RowGather g) {
   const int64_t step = int64_t(gridDim.y) * blockDim.y;
   for (int64_t r = int64_t(blockIdx.y) * blockDim.y + threadIdx.y; r < g.rows; r += step) {
     const int64_t row = int64_t(index[r * g.index_stride]);
-    g.out[r * g.out_row_stride + col] = g.x[row * g.x_row_stride + col];
+    const bool valid = row >= 0 && row < g.dim_size;
+    g.out[r * g.out_row_stride + col] = valid ? g.x[row * g.x_row_stride + col] : make_uint4(0, 0, 0, 0);
   }
 }
 
@@ -119,33 +141,25 @@ __global__ void scatter_add_kernel(const IndexArgs a) {
   Index off[3];
   operand_offsets(a.iter, i, off);
   const int64_t index = int64_t(reinterpret_cast<const I*>(a.iter.data[2])[off[2]]);
+  if (index < 0 || index >= a.dim_size) return;
   T* dst = reinterpret_cast<T*>(a.iter.data[0]) + (int64_t(off[0]) + index * a.dim_stride);
   atomic_add(dst, reinterpret_cast<const T*>(a.iter.data[1])[off[1]]);
 }
 
 // ---------------------------------------------------------------- launchers
 
-// Throws index_out_of_range for the first index value outside [0, dim_size).
+// Queues the check of every index value against [0, dim_size) (see the top
+// of this file); raises an error found by an earlier check, and under
+// EMBER_LAUNCH_BLOCKING=1 this one's.
 template <typename I>
 void check_indices(const IndexArgs& a, cudaStream_t stream) {
+  raise_pending_index_error();
   if (a.index_numel == 0) return;
-  Tensor word = empty({1}, DType::Int64, cuda_device(a.device));
-  auto* first_bad = static_cast<unsigned long long*>(word.data_ptr());
-  EMBER_CUDA_CHECK(cudaMemsetAsync(first_bad, 0xFF, sizeof(*first_bad), stream));
-  const int64_t max_blocks = int64_t(properties(a.device).multiprocessor_count) * 4;
-  const int64_t blocks = std::min((a.index_numel + kBlock - 1) / kBlock, max_blocks);
-  find_bad_index_kernel<I><<<unsigned(blocks), kBlock, 0, stream>>>(static_cast<const I*>(a.index), a.index_numel,
-                                                                     a.dim_size, first_bad);
+  const IndexCheckTarget target = begin_index_check(a.device, a.op, a.dim, a.dim_size);
+  check_index_kernel<I><<<1, kCheckThreads, 0, stream>>>(static_cast<const I*>(a.index), a.index_numel, a.dim_size,
+                                                         target);
   EMBER_CUDA_CHECK_LAUNCH();
-  unsigned long long position = kNoBadIndex;
-  EMBER_CUDA_CHECK(cudaMemcpyAsync(&position, first_bad, sizeof(position), cudaMemcpyDeviceToHost, stream));
-  EMBER_CUDA_CHECK(cudaStreamSynchronize(stream));
-  if (position == kNoBadIndex) return;
-  I value = 0;
-  EMBER_CUDA_CHECK(cudaMemcpyAsync(&value, static_cast<const I*>(a.index) + position, sizeof(I),
-                                   cudaMemcpyDeviceToHost, stream));
-  EMBER_CUDA_CHECK(cudaStreamSynchronize(stream));
-  index_out_of_range(a, int64_t(value));
+  raise_pending_index_error();
 }
 
 template <typename F>
@@ -184,6 +198,7 @@ bool row_gather(const IndexArgs& a, RowGather& g) {
   g.row_vecs = cols * elem / 16;
   g.out_row_stride = out_stride * elem / 16;
   g.x_row_stride = a.dim_stride * elem / 16;
+  g.dim_size = a.dim_size;
   return true;
 }
 

@@ -3,14 +3,18 @@
 // every dim, int32 and int64 indices, odd sizes, non-contiguous inputs and
 // indices, the 16-byte row path of embedding and its fallbacks, repeated
 // indices (atomics: exact with integer-valued data, a tolerance otherwise),
-// gradients, and the out-of-range error, which must leave the process
-// working. Also cat/stack/split/chunk on CUDA, which go through copy_.
+// gradients, and the out-of-range error, raised at the next wait for the
+// device without the op waiting, which must leave the process working. Also cat/stack/split/chunk on CUDA, which go through copy_.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "core/cuda/busy_wait.h"
+#include "core/cuda/event.h"
+#include "core/cuda/stream.h"
 #include "support/cuda_compare.h"
 #include "support/error_message.h"
 
@@ -352,34 +356,81 @@ TEST(CudaIndex, OneHot) {
   return ::testing::AssertionFailure() << "the message lacks \"" << part << "\":\n  " << message;
 }
 
-TEST(CudaIndex, OutOfRangeIndexIsTheCpuErrorAndTheProcessKeepsWorking) {
+// The CPU's message without its source location (" [core/...:N]").
+std::string text_of(const std::string& message) { return message.substr(0, message.rfind(" [")); }
+
+// The GPU reports the CPU's message, then where it was found.
+::testing::AssertionResult reported_like_the_cpu(const std::string& gpu, const std::string& cpu) {
+  if (cpu.empty()) return ::testing::AssertionFailure() << "the CPU threw nothing";
+  if (gpu.rfind(text_of(cpu), 0) != 0) {
+    return ::testing::AssertionFailure() << "the GPU's message does not start with the CPU's:\n  GPU: " << gpu
+                                         << "\n  CPU: " << cpu;
+  }
+  return contains(gpu, "found on cuda:0 at position");
+}
+
+TEST(CudaIndex, OutOfRangeIndexIsTheCpuErrorAtTheNextWaitAndTheProcessKeepsWorking) {
   EMBER_REQUIRE_CUDA();
   const Device gpu = cuda_device(0);
   Tensor x = random_values({3, 4}, DType::Float32, 60);
   Tensor xg = x.to(gpu);
   Tensor bad = from_vector<int64_t>({0, 4, 1});
-  const std::string msg = error_of([&] { index_select(xg, 1, bad.to(gpu)); });
+  // The op returns; the error comes with the next wait for the device. (The
+  // GPU is kept busy first, so that the check cannot have run before the op
+  // returns: then the op itself would raise the error.)
+  Tensor bad_gpu = bad.to(gpu);
+  cuda::busy_wait(cuda::current_stream(0), 20'000'000);
+  EXPECT_EQ(error_of([&] { index_select(xg, 1, bad_gpu); }), "");
+  const std::string msg = error_of([&] { cuda::synchronize(0); });
   EXPECT_TRUE(contains(msg, "index_select: index 4 is out of bounds for dim 1 with size 4 (valid indices: 0 to 3)"));
-  EXPECT_EQ(msg, error_of([&] { index_select(x, 1, bad); }));
+  EXPECT_TRUE(contains(msg, "at position 1 of the index"));
+  EXPECT_TRUE(reported_like_the_cpu(msg, error_of([&] { index_select(x, 1, bad); })));
+  EXPECT_EQ(error_of([&] { cuda::synchronize(0); }), "") << "an error is raised once";
 
-  // Every op, int32 and int64, negative values; the first bad position is reported.
+  // Every op, int32 and int64, negative values; every call that waits
+  // raises it: item(), cpu(), a stream's synchronize, the next index op.
   Tensor neg32 = from_vector<int32_t>({0, -3, 2, 7}, {1, 4});
-  EXPECT_EQ(error_of([&] { gather(xg, 0, neg32.to(gpu)); }), error_of([&] { gather(x, 0, neg32); }));
-  EXPECT_TRUE(contains(error_of([&] { gather(xg, 0, neg32.to(gpu)); }), "gather: index -3 is out of bounds"));
+  EXPECT_TRUE(reported_like_the_cpu(error_of([&] { gather(xg, 0, neg32.to(gpu)).sum().item<double>(); }),
+                                    error_of([&] { gather(x, 0, neg32); })));
   Tensor src = ones({1, 4});
-  EXPECT_EQ(error_of([&] { scatter_add(xg, 0, neg32.to(gpu), src.to(gpu)); }),
-            error_of([&] { scatter_add(x, 0, neg32, src); }));
+  EXPECT_TRUE(reported_like_the_cpu(error_of([&] { scatter_add(xg, 0, neg32.to(gpu), src.to(gpu)).cpu(); }),
+                                    error_of([&] { scatter_add(x, 0, neg32, src); })));
+  EXPECT_TRUE(reported_like_the_cpu(error_of([&] {
+                                      index_select(xg, 1, bad.to(gpu));
+                                      cuda::current_stream(0).synchronize();
+                                    }),
+                                    error_of([&] { index_select(x, 1, bad); })));
+  const std::string next_op = error_of([&] {
+    index_select(xg, 1, bad.to(gpu));
+    cuda::Event done;
+    done.record(cuda::current_stream(0));
+    while (!done.query()) {
+    }  // the check has run (a wait would raise the error): the next index op raises it before it starts
+    index_select(xg, 1, from_vector<int64_t>({0, 1}).to(gpu));
+  });
+  EXPECT_TRUE(reported_like_the_cpu(next_op, error_of([&] { index_select(x, 1, bad); })));
 
-  // A long index whose bad values lie in different blocks: the first one wins.
+  // A long index whose bad values lie far apart: the first one wins.
   std::vector<int64_t> tokens(70001);
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int64_t(i % 3);
   tokens[3001] = 5;
   tokens[60000] = 9;
   tokens[69999] = -1;
   Tensor tok = from_vector<int64_t>(tokens);
-  const std::string emb = error_of([&] { embedding(xg, tok.to(gpu)); });
+  const std::string emb = error_of([&] { embedding(xg, tok.to(gpu)).cpu(); });
   EXPECT_TRUE(contains(emb, "embedding: index 5 is out of bounds for dim 0 with size 3"));
-  EXPECT_EQ(emb, error_of([&] { embedding(x, tok); }));
+  EXPECT_TRUE(contains(emb, "at position 3001 of the index"));
+  EXPECT_TRUE(reported_like_the_cpu(emb, error_of([&] { embedding(x, tok); })));
+
+  // Meanwhile the kernels touched nothing outside the tensors: bad rows
+  // gather zeros, bad scatters add nothing.
+  Tensor gathered;
+  cuda::busy_wait(cuda::current_stream(0), 20'000'000);
+  EXPECT_EQ(error_of([&] { gathered = index_select(xg, 1, bad_gpu); }), "");
+  EXPECT_FALSE(error_of([&] { cuda::synchronize(0); }).empty());
+  Tensor expected = index_select(x, 1, from_vector<int64_t>({0, 0, 1}));
+  expected.select(1, 1).fill_(0.0);
+  EXPECT_TRUE(testing::tensors_close(gathered.cpu(), expected, {0, 0}));
 
   // The context survived: the same tensors still compute the right answers.
   Tensor good = from_vector<int64_t>({3, 0, 3});
@@ -388,6 +439,23 @@ TEST(CudaIndex, OutOfRangeIndexIsTheCpuErrorAndTheProcessKeepsWorking) {
   tokens[3001] = tokens[60000] = tokens[69999] = 1;
   Tensor fixed = from_vector<int64_t>(tokens);
   EXPECT_TRUE(testing::tensors_close(embedding(xg, fixed.to(gpu)), embedding(x, fixed), {0, 0}));
+}
+
+TEST(CudaIndex, TheIndexCheckDoesNotWaitForTheGpu) {
+  EMBER_REQUIRE_CUDA();
+  const Device gpu = cuda_device(0);
+  Tensor table = randn({1000, 64}, DType::Float32, gpu);
+  Tensor index = randint(0, 1000, {4096}, DType::Int64, gpu);
+  embedding(table, index);  // the first launches load the kernels' modules
+  gather(table, 1, randint(0, 64, {64, 64}, DType::Int64, gpu));
+  cuda::synchronize(0);
+  cuda::busy_wait(cuda::current_stream(0), 200'000'000);  // 200 ms of GPU time ahead of the ops
+  const auto start = std::chrono::steady_clock::now();
+  Tensor rows = embedding(table, index);
+  Tensor picked = gather(table, 1, randint(0, 64, {64, 64}, DType::Int64, gpu));
+  const double host_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  cuda::synchronize(0);
+  EXPECT_LT(host_ms, 100.0) << "an index op waited for the device";
 }
 
 // ---------------- joining and splitting (copy_ on CUDA) ----------------

@@ -87,14 +87,20 @@ TEST(NnCuda, StateDictCrossesDevicesAndToKeepsHandles) {
 
 TEST(NnCuda, OutOfRangeLabelIsAnErrorOnTheGpu) {
   EMBER_REQUIRE_CUDA();
-  Tensor logits = zeros({3, 5}, DType::Float32, cuda_device(0));
+  Tensor logits = zeros({3, 5}, DType::Float32, cuda_device(0)).set_requires_grad();
+  // The loss and its backward do not wait for the GPU's check of the
+  // targets; reading the loss does, and raises the error.
   try {
-    nn::functional::cross_entropy(logits, from_vector<int64_t>({0, 9, -100}).cuda());
+    Tensor loss = nn::functional::cross_entropy(logits, from_vector<int64_t>({0, 9, -100}).cuda());
+    loss.backward();
+    loss.item<double>();
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("cross_entropy: a target is not a class index for 5 classes"));
     EXPECT_THAT(e.what(), HasSubstr("index 9 is out of bounds"));
+    EXPECT_THAT(e.what(), HasSubstr("found on cuda:0 at position 1"));
   }
+  EXPECT_NO_THROW(cuda::synchronize(0)) << "the error is raised once";
   // The device keeps working after the error.
   Tensor ok = nn::functional::cross_entropy(logits, from_vector<int64_t>({0, 4, -100}).cuda());
   EXPECT_NEAR(ok.item<double>(), std::log(5.0), 1e-6);
