@@ -10,8 +10,10 @@ keeps its colour; ember solid, torch dashed); OUTDIR/<model>_memory.png: the pea
 largest peak of the other devices, for each framework, mode and precision
 at the largest device count (only when the CSV has memory figures: GPU
 runs). The plots are drawn by gnuplot (scripts/install_bench_deps.sh
-installs it); the script fails, naming it, when gnuplot is missing. Python's
-standard library only.
+installs it). Without gnuplot (a GPU machine with no package registry) the
+report still gets its tables, with a line saying the plots are missing, and
+the script exits 1 naming gnuplot: run it again on the CSV where gnuplot is.
+Python's standard library only.
 """
 import argparse
 import csv
@@ -117,8 +119,6 @@ plot $mem using 2:xtic(1) title 'device 0', '' using 3 title 'other devices (lar
 
 
 def gnuplot(script):
-    if shutil.which("gnuplot") is None:
-        sys.exit("dp_vs_ddp_report.py: gnuplot is not installed; run scripts/install_bench_deps.sh")
     subprocess.run(["gnuplot"], input=script, text=True, check=True)
 
 
@@ -133,23 +133,32 @@ def main():
     if not rows:
         sys.exit(f"dp_vs_ddp_report.py: {a.csv} has no rows")
     os.makedirs(a.outdir, exist_ok=True)
+    plots = shutil.which("gnuplot") is not None
     out = ["# dp_vs_ddp report", ""] + [f"{n}  " for n in a.note] + [""]
+    if not plots:
+        out += ["(No plots: gnuplot is not installed where this report was written; run "
+                "`benchmarks/dp_vs_ddp_report.py` on the CSV where it is.)", ""]
     for model in dict.fromkeys(r["model"] for r in rows):
         rs = [r for r in rows if r["model"] == model]
         shapes = ", ".join(sorted({f"{r['framework']} {int(r['parameters']):,} parameters" for r in rs}))
         out += [f"## {model} ({rs[0]['model_shape']}; batch {rs[0]['batch_per_device']} per device; {shapes})", "",
                 table(rs), ""]
-        gnuplot(throughput_plot(model, rs, os.path.join(a.outdir, f"{model}_throughput.png")))
-        out.append(f"![{model} throughput]({model}_throughput.png)")
-        if any(r["peak_mib_dev0"] != "" for r in rs):
-            gnuplot(memory_plot(model, rs, os.path.join(a.outdir, f"{model}_memory.png")))
-            out.append(f"![{model} memory per device]({model}_memory.png)")
-        else:
+        memory = any(r["peak_mib_dev0"] != "" for r in rs)
+        if plots:
+            gnuplot(throughput_plot(model, rs, os.path.join(a.outdir, f"{model}_throughput.png")))
+            out.append(f"![{model} throughput]({model}_throughput.png)")
+            if memory:
+                gnuplot(memory_plot(model, rs, os.path.join(a.outdir, f"{model}_memory.png")))
+                out.append(f"![{model} memory per device]({model}_memory.png)")
+        if not memory:
             out.append("(No memory figures: CPU run.)")
         out.append("")
     with open(os.path.join(a.outdir, "report.md"), "w") as f:
         f.write("\n".join(out))
     print(f"dp_vs_ddp_report.py: wrote {os.path.join(a.outdir, 'report.md')}")
+    if not plots:
+        sys.exit("dp_vs_ddp_report.py: gnuplot is not installed, so the report has no plots; run "
+                 "scripts/install_bench_deps.sh, or this script on the CSV on a machine with gnuplot")
 
 
 if __name__ == "__main__":

@@ -49,6 +49,9 @@ struct alignas(sizeof(T) * N) Vec {
   T v[N];
 };
 
+// True when p can be read and written as 16-byte vectors (Vec<T, 16 / sizeof(T)>).
+inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 template <typename... Ts>
 constexpr int max_size() {
   int m = 1;
@@ -131,7 +134,7 @@ void launch_map_impl(const ElementwiseArgs& a, F f, std::index_sequence<I...>) {
   cudaStream_t stream = current_stream(a.device).handle();
   constexpr int N = 16 / max_size<Out, In...>();
   bool aligned = true;
-  for (int k = 0; k < a.noperands; ++k) aligned = aligned && (reinterpret_cast<uintptr_t>(a.data[k]) % 16 == 0);
+  for (int k = 0; k < a.noperands; ++k) aligned = aligned && aligned16(a.data[k]);
   if (a.contiguous && aligned) {
     int64_t per_block = int64_t(kBlock) * N * kUnroll;
     int64_t blocks = (a.numel + per_block - 1) / per_block;

@@ -174,8 +174,6 @@ void dispatch_element_size(DType dtype, const char* op, F&& f) {
                 << ")");
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 // The row pattern of a gather, if a.iter has it with 16-byte aligned rows:
 // coalesced sizes [rows, cols] (or [cols] for one row), out and x dense
 // along cols, x restrided (stride 0) along rows, the index constant along

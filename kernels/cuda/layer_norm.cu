@@ -1,13 +1,20 @@
 // CUDA layer-norm kernels (contract in core/ops/layer_norm_kernels.h).
 //
-// Forward: one block per row. Pass 1 reads the row with 16-byte loads and
-// keeps Welford statistics (each vector's own mean and M2 merged into the
-// thread's, one division per vector), merged across the block; pass 2
+// Forward: one block per row. Rows of up to kRowThreads * kCachedVecs
+// 16-byte vectors (8192 float32, 16384 half) stay in registers: every
+// thread issues all its loads at once, the mean and then the variance are
+// exact sums over the registers (two block sums), and y is written from
+// them, so the row is read from memory once. Longer rows (or rows that are
+// not a whole number of vectors): pass 1 reads the row with 16-byte loads
+// and keeps Welford statistics (each vector's own mean and M2 merged into
+// the thread's, one division per vector), merged across the block; pass 2
 // re-reads the row (from L2: a block's row was just read) and writes y.
 // Backward: one block per row for dx (two block sums, then dx), and a
 // column kernel for dweight/dbias: each block sums 32 columns over a slice of
 // the rows into a float partial buffer, and a last kernel adds the slices.
 #include <algorithm>
+#include <cstdint>
+#include <initializer_list>
 
 #include "core/ops.h"
 #include "core/ops/layer_norm_kernels.h"
@@ -18,6 +25,7 @@ namespace ember::cuda {
 namespace {
 
 constexpr int kRowThreads = 256;
+constexpr int kCachedVecs = 8;  // vectors of a row each thread keeps in registers
 
 template <typename T, int V>
 __device__ __forceinline__ void load_vec(const T* p, acc_t<T> (&out)[V]) {
@@ -64,6 +72,58 @@ __global__ void layer_norm_forward_kernel(LayerNormArgs a) {
 #pragma unroll
     for (int j = 0; j < V; ++j) {
       S r = (S(v[j]) - mean) * rstd;
+      if (w) r *= S(to_acc(w[c + j]));
+      if (b) r += S(to_acc(b[c + j]));
+      out.v[j] = from_acc<T>(A(r));
+    }
+    *reinterpret_cast<Vec<T, V>*>(y + c) = out;
+  }
+}
+
+template <typename T, typename S, int V>
+__global__ void __launch_bounds__(kRowThreads) layer_norm_forward_cached_kernel(LayerNormArgs a) {
+  using A = acc_t<T>;
+  __shared__ S shared[32];
+  const int64_t row = blockIdx.x;
+  const T* x = static_cast<const T*>(a.x) + row * a.cols;
+  T* y = static_cast<T*>(a.y) + row * a.cols;
+  const T* w = static_cast<const T*>(a.weight);
+  const T* b = static_cast<const T*>(a.bias);
+  const int64_t first = int64_t(threadIdx.x) * V, stride = int64_t(kRowThreads) * V;
+
+  A v[kCachedVecs][V];
+#pragma unroll
+  for (int k = 0; k < kCachedVecs; ++k) {
+    if (first + k * stride < a.cols) load_vec<T, V>(x + first + k * stride, v[k]);
+  }
+  S sum = 0;
+#pragma unroll
+  for (int k = 0; k < kCachedVecs; ++k) {
+    if (first + k * stride >= a.cols) continue;
+#pragma unroll
+    for (int j = 0; j < V; ++j) sum += S(v[k][j]);
+  }
+  const S mean = block_sum(sum, shared) / S(a.cols);
+  S m2 = 0;
+#pragma unroll
+  for (int k = 0; k < kCachedVecs; ++k) {
+    if (first + k * stride >= a.cols) continue;
+#pragma unroll
+    for (int j = 0; j < V; ++j) m2 += (S(v[k][j]) - mean) * (S(v[k][j]) - mean);
+  }
+  const S rstd = S(1) / ::sqrt(block_sum(m2, shared) / S(a.cols) + S(a.eps));
+  if (threadIdx.x == 0) {
+    static_cast<S*>(a.mean)[row] = mean;
+    static_cast<S*>(a.rstd)[row] = rstd;
+  }
+#pragma unroll
+  for (int k = 0; k < kCachedVecs; ++k) {
+    const int64_t c = first + k * stride;
+    if (c >= a.cols) continue;
+    Vec<T, V> out;
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      S r = (S(v[k][j]) - mean) * rstd;
       if (w) r *= S(to_acc(w[c + j]));
       if (b) r += S(to_acc(b[c + j]));
       out.v[j] = from_acc<T>(A(r));
@@ -156,11 +216,15 @@ __global__ void layer_norm_sum_partials_kernel(LayerNormArgs a, const S* partial
   if (a.grad_bias) static_cast<T*>(a.grad_bias)[c] = from_acc<T>(acc_t<T>(db));
 }
 
-// Widest vector that divides the row and keeps every row 16-byte aligned.
+// 16-byte vectors when they divide the row and the row tensors (`rows`:
+// x, y or the gradients) start 16-byte aligned (a contiguous view can start
+// anywhere); else one element at a time.
 template <typename T, typename Launch>
-void with_vector_width(int64_t cols, Launch launch) {
+void with_vector_width(int64_t cols, std::initializer_list<const void*> rows, Launch launch) {
   constexpr int V = 16 / sizeof(T);
-  if (cols % V == 0) launch.template operator()<V>();
+  bool vectors = cols % V == 0;
+  for (const void* p : rows) vectors = vectors && aligned16(p);
+  if (vectors) launch.template operator()<V>();
   else launch.template operator()<1>();
 }
 
@@ -169,8 +233,12 @@ void forward(const LayerNormArgs& a) {
   cudaStream_t stream = current_stream(a.device).handle();
   EMBER_DISPATCH_FLOAT(a.dtype, "layer_norm", [&]<typename T>() {
     using S = std::conditional_t<std::is_same_v<T, double>, double, float>;
-    with_vector_width<T>(a.cols, [&]<int V>() {
-      layer_norm_forward_kernel<T, S, V><<<unsigned(a.rows), kRowThreads, 0, stream>>>(a);
+    with_vector_width<T>(a.cols, {a.x, a.y}, [&]<int V>() {
+      if (V > 1 && a.cols <= int64_t(kRowThreads) * kCachedVecs * V) {
+        layer_norm_forward_cached_kernel<T, S, V><<<unsigned(a.rows), kRowThreads, 0, stream>>>(a);
+      } else {
+        layer_norm_forward_kernel<T, S, V><<<unsigned(a.rows), kRowThreads, 0, stream>>>(a);
+      }
       EMBER_CUDA_CHECK_LAUNCH();
     });
   });
@@ -181,7 +249,7 @@ void backward(const LayerNormArgs& a) {
   cudaStream_t stream = current_stream(a.device).handle();
   EMBER_DISPATCH_FLOAT(a.dtype, "layer_norm_backward", [&]<typename T>() {
     using S = std::conditional_t<std::is_same_v<T, double>, double, float>;
-    with_vector_width<T>(a.cols, [&]<int V>() {
+    with_vector_width<T>(a.cols, {a.x, a.grad_y, a.grad_x}, [&]<int V>() {
       layer_norm_backward_dx_kernel<T, S, V><<<unsigned(a.rows), kRowThreads, 0, stream>>>(a);
       EMBER_CUDA_CHECK_LAUNCH();
     });

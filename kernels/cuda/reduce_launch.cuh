@@ -291,7 +291,7 @@ void launch_reduce(const ReduceArgs& a, const R& red) {
         red, in, a.outer, a.reduce, per_split, partial);
     EMBER_CUDA_CHECK_LAUNCH();
   } else {
-    const bool vectorize = a.inner % V == 0 && reinterpret_cast<uintptr_t>(in) % 16 == 0;
+    const bool vectorize = a.inner % V == 0 && aligned16(in);
     const int vec = vectorize ? V : 1;
     const int bx = int(std::min<int64_t>(32, pow2_ceil(ceil_div(a.inner, vec)))), by = 256 / bx;
     const int64_t inner_blocks = ceil_div(a.inner, int64_t(bx) * vec);

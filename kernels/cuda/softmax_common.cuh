@@ -162,7 +162,4 @@ void launch_row_blocks(void (*cached)(Params...), void (*uncached)(Params...), i
   EMBER_CUDA_CHECK_LAUNCH();
 }
 
-// True when p is 16-byte aligned.
-inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 }  // namespace ember::cuda

@@ -1,5 +1,7 @@
-// CUDA layer norm against the CPU kernel: odd and vector-friendly widths,
-// every float dtype, with and without affine parameters, gradients.
+// CUDA layer norm against the CPU kernel: odd and vector-friendly widths
+// (rows kept in registers up to 2048 vectors, two passes beyond), every
+// float dtype, with and without affine parameters, gradients, and rows that
+// start off 16-byte alignment.
 #include <gtest/gtest.h>
 
 #include "support/cuda_compare.h"
@@ -10,7 +12,7 @@ namespace {
 TEST(CudaLayerNorm, ForwardAndBackwardMatchCpu) {
   EMBER_REQUIRE_CUDA();
   for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16}) {
-    for (int64_t cols : {1, 7, 64, 1023, 1025, 8192}) {
+    for (int64_t cols : {1, 7, 64, 1023, 1025, 4104, 8192, 16384}) {
       Generator g{uint64_t(cols)};
       Tensor x = (randn({5, cols}, DType::Float32, kCPU, &g) * 2.0 + 0.5).to(dt).set_requires_grad();
       Tensor w = randn({cols}, DType::Float32, kCPU, &g).to(dt).set_requires_grad();
@@ -24,6 +26,28 @@ TEST(CudaLayerNorm, ForwardAndBackwardMatchCpu) {
       EXPECT_TRUE(testing::cuda_matches_cpu(
           [cols](const TensorList& in) { return TensorList{layer_norm(in[0], {cols})}; }, {x}, true, tol))
           << dtype_name(dt) << " cols=" << cols << " (no affine)";
+    }
+  }
+}
+
+// A contiguous view that starts one element into its storage: no 16-byte
+// vectors may be used on it.
+TEST(CudaLayerNorm, MisalignedRowsMatchCpu) {
+  EMBER_REQUIRE_CUDA();
+  for (DType dt : {DType::Float32, DType::Float16}) {
+    for (int64_t cols : {64, 8192}) {
+      Generator g{uint64_t(cols) + 1};
+      Tensor x = (randn({3, cols}, DType::Float32, kCPU, &g) * 2.0 + 0.5).to(dt).set_requires_grad();
+      auto shifted_norm = [cols](const TensorList& in) {
+        const int64_t n = in[0].numel();
+        Tensor storage = zeros({n + 1}, in[0].dtype(), in[0].device());
+        Tensor view = storage.narrow(0, 1, n).view(in[0].shape());
+        view.copy_(in[0].detach());
+        return TensorList{layer_norm(view, {cols}),
+                          layer_norm(in[0].detach(), {cols}, view.select(0, 0), view.select(0, 1))};
+      };
+      EXPECT_TRUE(testing::cuda_matches_cpu(shifted_norm, {x}, /*grads=*/false, testing::Tolerance{1e-3, 1e-3}))
+          << dtype_name(dt) << " cols=" << cols;
     }
   }
 }
