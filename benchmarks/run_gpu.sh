@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
-# Builds ember on a CUDA machine, runs the whole ctest suite, the kernel
-# benchmarks beside PyTorch's, the DataParallel/DDP benchmark beside
-# PyTorch's, and (optionally) compute-sanitizer over the CUDA tests; writes
-# every log and a report into $OUT (or ./gpu-report).
+# Builds ember on a CUDA machine, runs the whole ctest suite, the
+# benchmarks beside their PyTorch twins, the DataParallel/DDP benchmark
+# beside PyTorch's, and (optionally) compute-sanitizer over the CUDA tests;
+# writes every log into $OUT (or ./gpu-report) and, last, $OUT/report.md:
+# the ctest summary and every benchmark's tables, ember's beside PyTorch's.
 #
 #   benchmarks/run_gpu.sh [tests] [bench] [dp_vs_ddp] [sanitize]   (default: tests bench)
+#
+# bench: kernels and torch_reference.py; host_overhead; train_step and
+# train_step_torch.py (fp32, amp-fp16, amp-bf16); amp_checkpoint and
+# amp_checkpoint_torch.py on the GEMM-heavy MLP (8 x 4096 wide, batch 8192)
+# and the checkpointing MLP (32 x 2048 wide, batch 8192); data_parallel.
 #
 # dp_vs_ddp installs gnuplot (scripts/install_bench_deps.sh) and runs
 # benchmarks/dp_vs_ddp.sh over 1..N GPUs: $OUT/dp_vs_ddp/report.md with its
@@ -42,6 +48,16 @@ else
   echo "built in $(( $(date +%s) - start )) s"
 fi
 
+ran=()  # the benchmarks' outputs, in order, for report.md
+# bench NAME COMMAND...: its output on the terminal and in $out/NAME.md.
+bench() {
+  local name=$1
+  shift
+  echo "== $name"
+  "$@" 2>&1 | tee "$out/$name.md" || status=1
+  ran+=("$name")
+}
+
 for step in "${steps[@]}"; do
   case "$step" in
     tests)
@@ -50,12 +66,18 @@ for step in "${steps[@]}"; do
       grep -E "tests passed|tests failed|Failed|\*\*\*" "$out/ctest.log" | head -40
       ;;
     bench)
-      echo "== benchmarks/kernels"
-      "$build"/benchmarks/kernels 2>&1 | tee "$out/kernels.md" || status=1
-      echo "== benchmarks/host_overhead"
-      "$build"/benchmarks/host_overhead 2>&1 | tee "$out/host_overhead.md" || status=1
-      echo "== benchmarks/torch_reference.py"
-      python3 benchmarks/torch_reference.py 2>&1 | tee "$out/torch_reference.md" || status=1
+      bench kernels "$build"/benchmarks/kernels
+      bench torch_reference python3 benchmarks/torch_reference.py
+      bench host_overhead "$build"/benchmarks/host_overhead
+      bench train_step "$build"/benchmarks/train_step
+      bench train_step_torch python3 benchmarks/train_step_torch.py
+      for shape in "4096 8" "2048 32"; do
+        read -r width depth <<<"$shape"
+        flags=(--width "$width" --depth "$depth" --batch 8192)
+        bench "amp_checkpoint_${width}x$depth" "$build"/benchmarks/amp_checkpoint "${flags[@]}"
+        bench "amp_checkpoint_torch_${width}x$depth" python3 benchmarks/amp_checkpoint_torch.py "${flags[@]}"
+      done
+      bench data_parallel "$build"/benchmarks/data_parallel
       ;;
     dp_vs_ddp)
       echo "== benchmarks/dp_vs_ddp.sh (ember and PyTorch over 1..$(nvidia-smi -L | wc -l) GPUs)"
@@ -73,4 +95,22 @@ for step in "${steps[@]}"; do
     *) echo "unknown step $step"; status=1 ;;
   esac
 done
+
+{
+  echo "# ember on $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)"
+  echo
+  echo "ember $(git rev-parse --short HEAD 2>/dev/null), $(date -u '+%Y-%m-%d %H:%M UTC'): benchmarks/run_gpu.sh ${steps[*]}"
+  if [ -f "$out/ctest.log" ]; then
+    echo
+    echo "ctest: $(grep -E '^[0-9]+% tests passed' "$out/ctest.log" | tail -1)"
+  fi
+  for name in "${ran[@]}"; do
+    printf '\n## %s\n\n' "$name"
+    cat "$out/$name.md"
+  done
+  if [ -f "$out/dp_vs_ddp/report.md" ]; then
+    printf '\n## dp_vs_ddp\n\nSee dp_vs_ddp/report.md and its plots.\n'
+  fi
+} >"$out/report.md"
+echo "== report: $out/report.md"
 exit $status
