@@ -12,11 +12,14 @@
 #include <string>
 #include <vector>
 
+#include "support/cuda_compare.h"
+#include "support/error_message.h"
+
+#ifdef EMBER_WITH_CUDA
 #include "core/cuda/busy_wait.h"
 #include "core/cuda/event.h"
 #include "core/cuda/stream.h"
-#include "support/cuda_compare.h"
-#include "support/error_message.h"
+#endif
 
 namespace ember {
 namespace {
@@ -349,6 +352,10 @@ TEST(CudaIndex, OneHot) {
 
 // ---------------- out-of-range indices ----------------
 
+// These need the CUDA runtime's streams and events, which a CPU-only build
+// does not compile.
+#ifdef EMBER_WITH_CUDA
+
 // The message of the ember::Error fn throws ("" if none).
 
 ::testing::AssertionResult contains(const std::string& message, const std::string& part) {
@@ -457,6 +464,8 @@ TEST(CudaIndex, TheIndexCheckDoesNotWaitForTheGpu) {
   cuda::synchronize(0);
   EXPECT_LT(host_ms, 100.0) << "an index op waited for the device";
 }
+
+#endif  // EMBER_WITH_CUDA
 
 // ---------------- joining and splitting (copy_ on CUDA) ----------------
 
