@@ -39,13 +39,14 @@ std::atomic<unsigned long long> next_id{1};
 std::mutex records_mutex;  // guards records and the reset of a slot
 CheckRecord records[kCheckRecords];
 
+// Fills the device's slot and publishes it: `host` is stored last (release),
+// so a thread that loads it (acquire) sees `device` and `claim` too.
 void make_slot(int device) {
   DeviceGuard guard(device);
   DeviceSlot& s = slots[device];
   void* host = nullptr;
   EMBER_CUDA_CHECK(cudaHostAlloc(&host, sizeof(PendingIndexError), cudaHostAllocMapped | cudaHostAllocPortable));
-  s.host = static_cast<PendingIndexError*>(host);
-  *s.host = PendingIndexError{0, 0, 0};
+  *static_cast<PendingIndexError*>(host) = PendingIndexError{0, 0, 0};
   void* view = nullptr;
   EMBER_CUDA_CHECK(cudaHostGetDevicePointer(&view, host, 0));
   s.device = static_cast<PendingIndexError*>(view);
@@ -54,13 +55,17 @@ void make_slot(int device) {
   EMBER_CUDA_CHECK(cudaMemset(claim, 0, sizeof(unsigned long long)));
   EMBER_CUDA_CHECK(cudaDeviceSynchronize());
   s.claim = static_cast<unsigned long long*>(claim);
+  __atomic_store_n(&s.host, static_cast<PendingIndexError*>(host), __ATOMIC_RELEASE);
   int in_use = slots_in_use.load();
   while (in_use < device + 1 && !slots_in_use.compare_exchange_weak(in_use, device + 1)) {
   }
 }
 
-unsigned long long pending_id(const DeviceSlot& s) {
-  return s.host == nullptr ? 0 : __atomic_load_n(&s.host->id, __ATOMIC_ACQUIRE);
+// The device's record once its slot is published, else nullptr.
+PendingIndexError* published_record(const DeviceSlot& s) { return __atomic_load_n(&s.host, __ATOMIC_ACQUIRE); }
+
+unsigned long long pending_id(const PendingIndexError* record) {
+  return record == nullptr ? 0 : __atomic_load_n(&record->id, __ATOMIC_ACQUIRE);
 }
 
 [[noreturn]] void report(int device, const PendingIndexError& found, const CheckRecord* record) {
@@ -96,20 +101,23 @@ IndexCheckTarget begin_index_check(int device, const char* op, int64_t dim, int6
 void raise_pending_index_error() {
   const int in_use = slots_in_use.load(std::memory_order_acquire);
   for (int device = 0; device < in_use; ++device) {
-    DeviceSlot& s = slots[device];
-    if (pending_id(s) == 0) [[likely]] continue;
+    const DeviceSlot& s = slots[device];
+    PendingIndexError* pending = published_record(s);
+    if (pending_id(pending) == 0) [[likely]] continue;
     std::unique_lock<std::mutex> lock(records_mutex);
-    const unsigned long long id = pending_id(s);
+    const unsigned long long id = pending_id(pending);
     if (id == 0) continue;  // another thread reported it
-    const PendingIndexError found = *s.host;
+    const PendingIndexError found = *pending;
     const CheckRecord& r = records[id % kCheckRecords];
     const CheckRecord record = r;  // copied before the lock goes
+    // The record is cleared before the claim is released: a check that wins
+    // the claim after the release writes a record that stays to be raised.
+    __atomic_store_n(&pending->id, 0ull, __ATOMIC_RELEASE);
     {
       DeviceGuard guard(device);
       const unsigned long long zero = 0;
       EMBER_CUDA_CHECK(cudaMemcpy(s.claim, &zero, sizeof(zero), cudaMemcpyHostToDevice));
     }
-    __atomic_store_n(&s.host->id, 0ull, __ATOMIC_RELEASE);
     lock.unlock();
     report(device, found, record.id == id ? &record : nullptr);
   }

@@ -9,24 +9,30 @@
 //   returns the target the check kernel writes to: the device's record (in
 //   mapped pinned host memory, so the host reads it without a copy) and the
 //   device's claim word (device memory).
+// - The first check on a device makes its record and claim word and waits
+//   for the device once (cudaDeviceSynchronize); later checks never wait.
 // - The check kernel that finds a bad index claims the device (atomicCAS of
 //   the claim from 0 to its id). Only the winner writes: position and value
 //   into the record, a system-wide fence, then the id. So the first bad
-//   check to run on a device is the one reported; later ones are dropped
-//   until it has been reported.
+//   check to run on a device is the one reported. A check that finds a bad
+//   index while the claim is held is dropped: when a second bad op was
+//   queued before the first error is raised, its results (zeros where the
+//   indices were bad) are not behind an error of their own.
 // - raise_pending_index_error() throws, when some device's record holds an
 //   id, the ember::Error the CPU would have thrown for that call (the same
-//   text, core/ops/index_kernels.h), followed by where and why it is raised
-//   late; it resets that device's record and claim first, so the process
-//   and the device keep working. Nothing pending costs one load per device
-//   that ever ran a check.
+//   text, core/ops/index_kernels.h; if kCheckRecords or more checks began
+//   since, the call's record is gone and the text names only the value),
+//   followed by where and why it is raised late. It clears that device's
+//   record, then releases the claim, so the process and the device keep
+//   working. Nothing pending costs one load per device that ever ran a
+//   check.
 // - Who calls it: every CUDA index check (before and after its launch), and
 //   the calls that wait for the device, after they waited: cuda::synchronize,
 //   Stream::synchronize, Event::synchronize and device-to-host copies (so
-//   item(), cpu() and to(kCPU)). Every value computed from a bad index is
-//   therefore behind an error before it can reach the host. Under
-//   EMBER_LAUNCH_BLOCKING=1 the check's launch waits, and the op itself
-//   throws.
+//   item(), cpu() and to(kCPU)). The values computed from the reported
+//   check's bad indices are therefore behind an error before they can reach
+//   the host. Under EMBER_LAUNCH_BLOCKING=1 the check's launch waits, and the
+//   op itself throws.
 // - Meanwhile the gather and scatter-add kernels skip the bad indices
 //   (gather writes zeros, scatter-add adds nothing), so no memory outside
 //   the tensors is touched.

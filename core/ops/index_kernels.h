@@ -19,7 +19,8 @@
 //   host waiting for it; the same message is raised later, by the next call
 //   that waits for the device or checks indices (core/cuda/index_error.h),
 //   and the gather/scatter skip bad indices meanwhile. An indexing op thus
-//   never synchronizes (and the check is capturable into a CUDA graph).
+//   does not synchronize (but the first on each device, which makes the
+//   device's error record and waits once).
 // - Scatter-add accumulates: repeated indices add up. The CPU adds in a
 //   fixed order, half types in float rounded once per add. CUDA adds with
 //   atomics (16-bit atomics for the half types, rounding each exact sum

@@ -7,9 +7,10 @@
 //   the value into the pinned record of core/cuda/index_error.h, which the
 //   host raises as the CPU's error at its next wait or index check. The host
 //   never waits for the check, and there is no device assert: the process
-//   and its CUDA context keep working after the error. One block suffices:
-//   an index is read once, at a few hundred GB/s for a single SM, so a
-//   million indices take microseconds.
+//   and its CUDA context keep working after the error. The check is one
+//   block of 1024 threads, which serializes the stream for the time one SM
+//   takes to read the index (not measured for indices of millions of
+//   values; labels and token batches of thousands are what it serves).
 // - Gather: one thread per output element, operand offsets from the linear
 //   index (32-bit math when every offset fits); elements are moved as raw
 //   bytes, so one kernel serves every dtype of a size. The row pattern

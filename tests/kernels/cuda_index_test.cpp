@@ -382,6 +382,10 @@ TEST(CudaIndex, OutOfRangeIndexIsTheCpuErrorAtTheNextWaitAndTheProcessKeepsWorki
   Tensor x = random_values({3, 4}, DType::Float32, 60);
   Tensor xg = x.to(gpu);
   Tensor bad = from_vector<int64_t>({0, 4, 1});
+  // The first check on a device waits for it once (it makes the device's
+  // error record): done here, with good indices.
+  index_select(xg, 1, from_vector<int64_t>({0, 1}).to(gpu));
+  cuda::synchronize(0);
   // The op returns; the error comes with the next wait for the device. (The
   // GPU is kept busy first, so that the check cannot have run before the op
   // returns: then the op itself would raise the error.)
