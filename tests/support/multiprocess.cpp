@@ -256,7 +256,19 @@ std::vector<RankResult> run_ranks(int world_size, const std::function<void(RankC
 int gpus_visible_to_forks() {
   static const int count = [] {
     const pid_t pid = ::fork();
-    if (pid == 0) _exit(std::min(cuda::device_count(), 100));
+    if (pid == 0) {
+      // device_count() is cached: if this process counted already, the child
+      // gets the count without touching CUDA, so the child uses a device to
+      // find out whether CUDA works in a fork at all.
+      int n = 0;
+      try {
+        n = std::min(cuda::device_count(), 100);
+        if (n > 0) cuda::synchronize(0);
+      } catch (...) {
+        n = 0;
+      }
+      _exit(n);
+    }
     int status = 0;
     if (pid < 0 || ::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return 0;
     return WEXITSTATUS(status);

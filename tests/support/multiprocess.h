@@ -64,11 +64,12 @@ std::vector<RankResult> run_ranks(int world_size, const std::function<void(RankC
 // Passes when every rank passed; otherwise lists what each failing rank did.
 ::testing::AssertionResult all_passed(const std::vector<RankResult>& results);
 
-// The CUDA devices visible, counted in a forked child (0 in a build without
-// CUDA). CUDA does not survive a fork, so a test that forks ranks which use
-// CUDA must not initialize it in its own process, not even to count the
-// devices (cuda::device_count() would): this counts them without that.
-// Computed once per process.
+// The CUDA devices a forked child can use: counted in a child, which also
+// uses device 0, so 0 when this process initialized CUDA before (CUDA does
+// not survive a fork) or the build has no CUDA. A test that forks ranks
+// which use CUDA must not initialize it in its own process, not even to
+// count the devices (cuda::device_count() would): this counts them without
+// that. Computed once per process.
 int gpus_visible_to_forks();
 
 }  // namespace ember::testing
