@@ -14,6 +14,7 @@
 #include "core/ops.h"
 #include "core/tensor.h"
 #include "core/cuda/device.h"
+#include "core/cuda/graph.h"
 #include "data/data_loader.h"
 #include "data/distributed_sampler.h"
 #include "data/mnist.h"

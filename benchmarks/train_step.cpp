@@ -13,6 +13,9 @@
 // loss under amp::autocast(float16) with an amp::GradScaler; amp-bf16,
 // autocast(bfloat16) without one. Default: all three on a GPU, fp32 on the
 // CPU.
+// Modes (--mode, a list): eager, each op launched as it is called; graph,
+// the whole step captured once in a cuda::Graph after the warm-up and
+// replayed (CUDA only). Default: both on a GPU.
 // Inputs are random (N, 1, 28, 28) images and labels made on the device once.
 //
 // Timing: on cuda:0 when a GPU is visible, the median over 100 steps (after
@@ -27,6 +30,7 @@
 // 0, since after warm-up every tensor of a step reuses cached memory.
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -39,6 +43,7 @@
 #if EMBER_WITH_CUDA
 #include "core/cuda/caching_allocator.h"
 #include "core/cuda/device.h"
+#include "core/cuda/graph.h"
 #endif
 
 namespace {
@@ -77,7 +82,7 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const Case& c, const TensorList
   return std::make_unique<optim::Adam>(params, optim::AdamOptions{});
 }
 
-Timing time_case(const Case& c, const std::string& precision, Device device, int warmup, int steps) {
+Timing time_case(const Case& c, const std::string& precision, bool graphed, Device device, int warmup, int steps) {
   manual_seed(0);
   std::shared_ptr<nn::Sequential> model = make_model(c);
   model->to(device);
@@ -98,12 +103,25 @@ Timing time_case(const Case& c, const std::string& precision, Device device, int
     bench::backward_and_step(loss, *optimizer, scaler ? &*scaler : nullptr);
   };
   for (int i = 0; i < warmup; ++i) step();
+#if EMBER_WITH_CUDA
+  std::optional<cuda::Graph> graph;
+  std::function<void()> timed = step;
+  if (graphed) {
+    EMBER_CHECK(device.is_cuda(), "train_step: --mode graph needs a CUDA device");
+    graph.emplace(device.index);
+    graph->capture(step);
+    timed = [&graph] { graph->replay(); };
+  }
+#else
+  EMBER_CHECK(!graphed, "train_step: --mode graph needs CUDA");
+  const std::function<void()>& timed = step;
+#endif
   Timing t;
 #if EMBER_WITH_CUDA
   // cudaMalloc happens on the host, inside step(): no need to synchronize.
   const uint64_t allocs_before = device.is_cuda() ? cuda::num_device_allocs(device.index) : 0;
 #endif
-  t.median_ms = bench::median(bench::time_steps(device, 0, steps, step));
+  t.median_ms = bench::median(bench::time_steps(device, 1, steps, timed));
 #if EMBER_WITH_CUDA
   if (device.is_cuda()) t.device_allocs = int64_t(cuda::num_device_allocs(device.index) - allocs_before);
 #endif
@@ -113,7 +131,9 @@ Timing time_case(const Case& c, const std::string& precision, Device device, int
 }  // namespace
 
 int main(int argc, char** argv) {
-  bench::Flags flags(argc, argv, "train_step [--device cpu|cuda] [--steps N] [--precision fp32,amp-fp16,amp-bf16]");
+  bench::Flags flags(argc, argv,
+                     "train_step [--device cpu|cuda] [--steps N] [--precision fp32,amp-fp16,amp-bf16] "
+                     "[--mode eager,graph]");
   const Device device = flags.device();
   const bool use_gpu = device.is_cuda();
   const int warmup = use_gpu ? 10 : 2;
@@ -122,6 +142,9 @@ int main(int argc, char** argv) {
       flags.list("--precision", use_gpu ? std::vector<std::string>{"fp32", "amp-fp16", "amp-bf16"}
                                         : std::vector<std::string>{"fp32"},
                  {"fp32", "amp-fp16", "amp-bf16"});
+  const std::vector<std::string> modes =
+      flags.list("--mode", use_gpu ? std::vector<std::string>{"eager", "graph"} : std::vector<std::string>{"eager"},
+                 {"eager", "graph"});
   flags.finish();
 
   std::string where = "cpu (std::chrono wall time)";
@@ -130,27 +153,30 @@ int main(int argc, char** argv) {
 #endif
   std::printf("ember train_step: median of %d steps after %d warm-up steps, on %s\n\n", steps, warmup,
               where.c_str());
-  std::printf("| model | optimizer | precision | batch | ms/step | samples/s | cudaMalloc calls |\n");
-  std::printf("|---|---|---|---:|---:|---:|---:|\n");
+  std::printf("| model | optimizer | precision | mode | batch | ms/step | samples/s | cudaMalloc calls |\n");
+  std::printf("|---|---|---|---|---:|---:|---:|---:|\n");
   const std::vector<Case> cases = {
       {"mlp", "sgd", 64}, {"mlp", "sgd", 256}, {"mlp", "sgd", 4096}, {"cnn", "adam", 256}, {"cnn", "adam", 1024},
   };
   int status = 0;
   for (const Case& c : cases) {
     for (const std::string& precision : precisions) {
-      const auto batch = static_cast<long long>(c.batch);
-      try {
-        const Timing t = time_case(c, precision, device, warmup, steps);
-        const std::string allocs = t.device_allocs < 0 ? "n/a" : std::to_string(t.device_allocs);
-        std::printf("| %s | %s | %s | %lld | %.3f | %.0f | %s |\n", c.model, c.optimizer, precision.c_str(), batch,
-                    t.median_ms, double(c.batch) / (t.median_ms * 1e-3), allocs.c_str());
-        if (t.device_allocs > 0) status = 1;
-      } catch (const Error& e) {
-        std::printf("| %s | %s | %s | %lld | failed | | |\n", c.model, c.optimizer, precision.c_str(), batch);
-        std::fprintf(stderr, "%s %s batch %lld: %s\n", c.model, precision.c_str(), batch, e.what());
-        status = 1;
+      for (const std::string& mode : modes) {
+        const auto batch = static_cast<long long>(c.batch);
+        try {
+          const Timing t = time_case(c, precision, mode == "graph", device, warmup, steps);
+          const std::string allocs = t.device_allocs < 0 ? "n/a" : std::to_string(t.device_allocs);
+          std::printf("| %s | %s | %s | %s | %lld | %.3f | %.0f | %s |\n", c.model, c.optimizer, precision.c_str(),
+                      mode.c_str(), batch, t.median_ms, double(c.batch) / (t.median_ms * 1e-3), allocs.c_str());
+          if (t.device_allocs > 0) status = 1;
+        } catch (const Error& e) {
+          std::printf("| %s | %s | %s | %s | %lld | failed | | |\n", c.model, c.optimizer, precision.c_str(),
+                      mode.c_str(), batch);
+          std::fprintf(stderr, "%s %s %s batch %lld: %s\n", c.model, precision.c_str(), mode.c_str(), batch, e.what());
+          status = 1;
+        }
+        std::fflush(stdout);
       }
-      std::fflush(stdout);
     }
   }
   if (status != 0) std::printf("\nFAILED: a step failed or called cudaMalloc after warm-up (see above)\n");

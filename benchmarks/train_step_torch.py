@@ -12,7 +12,13 @@ by its heuristics (benchmark mode off, as ember). The last column is the
 number of cudaMalloc calls of PyTorch's caching allocator during the timed
 steps.
 
-Run: python3 benchmarks/train_step_torch.py [--precision fp32,amp-fp16,amp-bf16]
+--mode eager,graph as in train_step: graph captures the whole step in a
+torch.cuda.CUDAGraph after the warm-up (run on a side stream, as PyTorch's
+documentation asks; Adam with capturable=True) and times its replays.
+PyTorch's GradScaler cannot be captured (its step reads found_inf on the
+host), so amp-fp16 has no graph row.
+
+Run: python3 benchmarks/train_step_torch.py [--precision fp32,amp-fp16,amp-bf16] [--mode eager,graph]
 """
 import argparse
 
@@ -29,18 +35,33 @@ def device_allocs():
     return torch.cuda.memory_stats().get("num_device_alloc")
 
 
-def time_case(model_name, optimizer_name, precision, batch, warmup=10, steps=100):
+def graphed(step, warmup):
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(warmup):
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    return graph.replay
+
+
+def time_case(model_name, optimizer_name, precision, mode, batch, warmup=10, steps=100):
     torch.manual_seed(0)
     dev = "cuda"
     model = (make_mlp() if model_name == "mlp" else make_cnn()).to(dev)
     if optimizer_name == "sgd":
         opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     else:
-        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3, capturable=(mode == "graph"))
     x = torch.randn(batch, 1, 28, 28, device=dev)
     y = torch.randint(0, 10, (batch,), device=dev)
     step = make_train_step(model, opt, nn.functional.cross_entropy, x, y, "cuda", PRECISIONS[precision])
-    time_steps(dev, warmup, 0, step)
+    if mode == "graph":
+        step = graphed(step, warmup)
+    time_steps(dev, 1 if mode == "graph" else warmup, 0, step)
     allocs_before = device_allocs()
     ms = median(time_steps(dev, 0, steps, step))
     allocs = "n/a" if allocs_before is None else str(device_allocs() - allocs_before)
@@ -50,7 +71,13 @@ def time_case(model_name, optimizer_name, precision, batch, warmup=10, steps=100
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--precision", default="fp32,amp-fp16,amp-bf16")
-    precisions = parser.parse_args().precision.split(",")
+    parser.add_argument("--mode", default="eager,graph")
+    args = parser.parse_args()
+    precisions = args.precision.split(",")
+    modes = args.mode.split(",")
+    for m in modes:
+        if m not in ("eager", "graph"):
+            parser.error(f"--mode: {m!r} is not eager or graph")
     for p in precisions:
         if p not in PRECISIONS:
             parser.error(f"--precision: {p!r} is not one of {', '.join(PRECISIONS)}")
@@ -59,14 +86,17 @@ def main():
     torch.backends.cudnn.benchmark = False
     print(f"torch train_step: median of 100 steps after 10 warm-up steps, on cuda:0, "
           f"{torch.cuda.get_device_name(0)} (CUDA events), torch {torch.__version__}\n")
-    print("| model | optimizer | precision | batch | ms/step | samples/s | cudaMalloc calls |")
-    print("|---|---|---|---:|---:|---:|---:|")
+    print("| model | optimizer | precision | mode | batch | ms/step | samples/s | cudaMalloc calls |")
+    print("|---|---|---|---|---:|---:|---:|---:|")
     for model_name, optimizer_name, batch in [("mlp", "sgd", 64), ("mlp", "sgd", 256), ("mlp", "sgd", 4096),
                                               ("cnn", "adam", 256), ("cnn", "adam", 1024)]:
         for precision in precisions:
-            ms, allocs = time_case(model_name, optimizer_name, precision, batch)
-            print(f"| {model_name} | {optimizer_name} | {precision} | {batch} | {ms:.3f} | "
-                  f"{batch / (ms * 1e-3):.0f} | {allocs} |", flush=True)
+            for mode in modes:
+                if mode == "graph" and precision == "amp-fp16":
+                    continue
+                ms, allocs = time_case(model_name, optimizer_name, precision, mode, batch)
+                print(f"| {model_name} | {optimizer_name} | {precision} | {mode} | {batch} | {ms:.3f} | "
+                      f"{batch / (ms * 1e-3):.0f} | {allocs} |", flush=True)
 
 
 if __name__ == "__main__":

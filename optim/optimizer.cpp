@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/cuda/graph.h"
 #include "core/grad_mode.h"
 #include "core/ops.h"
 #include "core/ops/op_utils.h"
@@ -145,6 +146,11 @@ void Optimizer::step_impl(const GradScaling* scaling) {
 
 std::map<std::string, Tensor>& Optimizer::init_state(const Tensor& param, const GroupOptions& options) {
   std::map<std::string, Tensor>& st = state_[param.impl()];
+  if (param.device().is_cuda() && st.empty()) {
+    const std::string what = name_ + ".step (the first update of a parameter, which creates its state)";
+    cuda::detail::check_not_capturing(param.device().index, what.c_str(),
+                                      "every replay would zero the new state again; run one step before capturing");
+  }
   if (uses_step(options) && !st.count("step")) st["step"] = zeros({}, DType::Int64, param.device());
   for (const std::string& name : buffer_names(options)) {
     if (!st.count(name)) st[name] = zeros(param.shape(), optim_state_dtype(param.dtype()), param.device());
@@ -191,10 +197,30 @@ void Optimizer::step_bucket(const ParamGroup& group, const std::vector<size_t>& 
     args.inv_scale = scalar_ptr(scaling->inv_scale, "inv_scale");
   }
   run_kernel(device.type, args, group.options);
+  if (device.is_cuda()) add_replay_check(device.index, group);
   for (size_t k = 0; k < members.size(); ++k) {
     group.params[members[k]].storage()->bump_version();
     for (auto& [name, t] : *states[k]) t.storage()->bump_version();
   }
+}
+
+void Optimizer::add_replay_check(int device, const ParamGroup& group) const {
+  if (!cuda::is_capturing(device)) return;
+  const size_t index = size_t(&group - groups_.data());
+  cuda::detail::add_replay_check(device, [self = this, alive = std::weak_ptr<const bool>(alive_), name = name_, index,
+                                          captured = group.options] {
+    EMBER_CHECK(!alive.expired(), "cuda::Graph::replay: the " << name << " optimizer whose step the graph captured "
+                                                                 "was destroyed, and the replay would update its "
+                                                                 "freed state; capture the graph again");
+    const GroupOptions& now = self->groups_[index].options;
+    EMBER_CHECK(now == captured, "cuda::Graph::replay: the options of " << name << "'s parameter group " << index
+                                                                        << " changed since the capture, from "
+                                                                        << option_list(captured) << " to "
+                                                                        << option_list(now)
+                                                                        << "; a captured step keeps the values it "
+                                                                           "was captured with (a scheduler's new "
+                                                                           "learning rate, say): capture again");
+  });
 }
 
 const std::map<std::string, Tensor>& Optimizer::state(const Tensor& param) const {

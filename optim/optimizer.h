@@ -27,6 +27,12 @@
 //   counters are device tensors that the kernel advances, a skipped step
 //   needs no host synchronization and the next step's bias correction is
 //   right. (SGD without momentum keeps no state, so it needs no counter.)
+// - In a CUDA graph (core/cuda/graph.h): a step captured after every
+//   parameter has its state replays correctly (the counters and GradScaling
+//   inputs are on the device). Creating a parameter's state during a
+//   capture is an ember::Error (each replay would zero it again), and each
+//   replay first checks that the group's options are those captured and
+//   that the optimizer still exists.
 // - state_dict() returns copies, keyed by parameter index as PyTorch does
 //   (indices run over the groups' parameters in order), with every group's
 //   options and parameter indices. load_state_dict() checks group count and
@@ -36,6 +42,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -132,11 +139,16 @@ class Optimizer {
   void step_bucket(const ParamGroup& group, const std::vector<size_t>& members, const GradScaling* scaling);
   std::map<std::string, Tensor>& init_state(const Tensor& param, const GroupOptions& options);
   void check_group(const GroupOptions& options) const;
+  // While a CUDA graph is captured on `device`: makes its replays check that
+  // the group's options are still those captured, and that this optimizer
+  // still exists (core/cuda/graph.h).
+  void add_replay_check(int device, const ParamGroup& group) const;
 
   std::string name_;
   GroupOptions defaults_;
   std::vector<ParamGroup> groups_;
   std::unordered_map<const TensorImpl*, std::map<std::string, Tensor>> state_;
+  std::shared_ptr<const bool> alive_ = std::make_shared<const bool>(true);  // expires with the optimizer
 };
 
 }  // namespace ember::optim

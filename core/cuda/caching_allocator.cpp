@@ -16,22 +16,13 @@ namespace ember::cuda {
 namespace {
 
 using detail::DeviceCache;
-
-// One cache per visible device, made on first use and never destroyed.
-DeviceCache& cache(int device) {
-  static DeviceCache** const caches = [] {
-    auto** c = new DeviceCache*[kMaxDevices]();
-    for (int d = 0; d < device_count(); ++d) c[d] = new DeviceCache(d);
-    return c;
-  }();
-  return *caches[device];
-}
+using detail::device_cache;
 
 // DataPtr's deleter is a plain function pointer, so each device gets its own:
 // a free goes straight to its device's cache.
 template <int D>
 void free_on_device(void* ptr) {
-  cache(D).free(ptr);
+  device_cache(D).free(ptr);
 }
 
 template <int... D>
@@ -50,7 +41,7 @@ class CudaCachingAllocator final : public Allocator {
     check_device(d);
     if (nbytes == 0) return DataPtr(nullptr, &free_nothing);
     cudaStream_t stream = current_stream(d).handle();
-    void* p = cache(d).allocate(nbytes, stream);
+    void* p = device_cache(d).allocate(nbytes, stream);
     if (allocation_poisoning()) {
       DeviceGuard guard(d);
       EMBER_CUDA_CHECK(cudaMemsetAsync(p, 0xFF, nbytes, stream));
@@ -72,22 +63,32 @@ int resolve(int device) {
 
 }  // namespace
 
-MemoryStats memory_stats(int device) { return cache(resolve(device)).stats(); }
+// One cache per visible device, made on first use and never destroyed.
+DeviceCache& detail::device_cache(int device) {
+  static DeviceCache** const caches = [] {
+    auto** c = new DeviceCache*[kMaxDevices]();
+    for (int d = 0; d < device_count(); ++d) c[d] = new DeviceCache(d);
+    return c;
+  }();
+  return *caches[device];
+}
+
+MemoryStats memory_stats(int device) { return device_cache(resolve(device)).stats(); }
 size_t memory_allocated(int device) { return memory_stats(device).allocated; }
 size_t max_memory_allocated(int device) { return memory_stats(device).max_allocated; }
 size_t memory_reserved(int device) { return memory_stats(device).reserved; }
 size_t max_memory_reserved(int device) { return memory_stats(device).max_reserved; }
 uint64_t num_device_allocs(int device) { return memory_stats(device).num_device_allocs; }
-void reset_peak_memory_stats(int device) { cache(resolve(device)).reset_peak(); }
-std::string memory_summary(int device) { return cache(resolve(device)).summary(); }
+void reset_peak_memory_stats(int device) { device_cache(resolve(device)).reset_peak(); }
+std::string memory_summary(int device) { return device_cache(resolve(device)).summary(); }
 
 void empty_cache() {
-  for (int d = 0; d < device_count(); ++d) cache(d).empty_cache();
+  for (int d = 0; d < device_count(); ++d) device_cache(d).empty_cache();
 }
 
 void record_stream(const void* ptr, Stream stream) {
   check_device(stream.device());
-  cache(stream.device()).record_stream(ptr, stream.handle());
+  device_cache(stream.device()).record_stream(ptr, stream.handle());
 }
 
 void record_stream(const Storage& storage, Stream stream) {

@@ -27,6 +27,12 @@
 //   throws ember::OutOfMemoryError with the size asked for, the device's total
 //   and free memory, what ember holds, and what to do; the failure is cleared,
 //   so the process can go on (with a smaller batch, say).
+// - CUDA graphs (core/cuda/graph.h) capture on a stream of the graph's own,
+//   so the blocks of that stream are the graph's private pool: replays on
+//   any stream reuse them and nothing else does. cudaMalloc during a capture
+//   runs in the relaxed capture mode (it is not a stream operation). While
+//   a device captures, a freed block of another stream is held live, not
+//   reused, until the graph's reset: the replays may still use it.
 // - One mutex per device. Blocks are found by pointer on free through a
 //   per-device map, and each device has its own deleter function, so a free
 //   never searches other devices. allocate() costs a lock, a set lookup and a

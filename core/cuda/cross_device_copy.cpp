@@ -24,6 +24,7 @@
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/device.h"
 #include "core/cuda/event.h"
+#include "core/cuda/graph.h"
 #include "core/cuda/index_error.h"
 #include "core/cuda/pinned_memory.h"
 #include "core/cuda/stream.h"
@@ -50,6 +51,9 @@ void enable_peer_access(int from, int to) {
 }
 
 void host_to_device(void* dst, int device, const void* src, size_t nbytes) {
+  detail::check_not_capturing(device, "a copy from the host to the GPU (to(device) of a CPU tensor)",
+                              "every replay would copy the same host memory again, whatever it holds by then; "
+                              "copy into a device tensor before each replay instead");
   const Stream stream = current_stream(device);
   DeviceGuard guard(device);
   EMBER_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, stream.handle()));
@@ -57,6 +61,8 @@ void host_to_device(void* dst, int device, const void* src, size_t nbytes) {
 }
 
 void device_to_host(void* dst, const void* src, int device, size_t nbytes) {
+  detail::check_not_capturing(device, "a copy from the GPU to the host (item(), cpu(), to(kCPU))",
+                              "the host would wait for a value that is only computed at a replay");
   const Stream stream = current_stream(device);
   DeviceGuard guard(device);
   EMBER_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost, stream.handle()));

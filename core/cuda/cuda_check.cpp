@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "core/cuda/graph.h"
 #include "core/cuda/stream.h"
 #include "core/error.h"
 
@@ -47,6 +48,16 @@ std::string advice(cudaError_t err) {
              "CUDA_VISIBLE_DEVICES, or keep tensors on the CPU.";
     case cudaErrorMemoryAllocation:
       return " Lower the batch size or use activation checkpointing.";
+    case cudaErrorStreamCaptureUnsupported:
+    case cudaErrorStreamCaptureInvalidated:
+    case cudaErrorStreamCaptureImplicit:
+    case cudaErrorCapturedEvent:
+    case cudaErrorStreamCaptureWrongThread:
+    case cudaErrorStreamCaptureIsolation:
+    case cudaErrorStreamCaptureUnjoined:
+      return " The call cannot be recorded in a CUDA graph (cuda::Graph::capture): run the work once before "
+             "capturing, so that one-time setup (cuDNN's algorithm search, a library's first use) happens then, "
+             "and keep calls that wait for the device out of the captured work.";
     case cudaErrorInvalidDeviceFunction:
     case cudaErrorNoKernelImageForDevice:
       return " ember was not compiled for this GPU's architecture: rebuild with -DCMAKE_CUDA_ARCHITECTURES set to "
@@ -80,6 +91,7 @@ bool launch_blocking() {
 
 void check_launch(cudaError_t err, const char* file, int line) {
   if (err != cudaSuccess) throw_cuda_error(err, "kernel launch", file, line);
+  if (is_capturing()) return;  // nothing runs until a replay, which synchronizes under launch blocking
   err = cudaStreamSynchronize(current_stream().handle());
   if (err != cudaSuccess) throw_cuda_error(err, "kernel execution (synchronized by EMBER_LAUNCH_BLOCKING=1)", file, line);
 }

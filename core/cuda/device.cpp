@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/graph.h"
 #include "core/cuda/index_error.h"
 #include "core/error.h"
 
@@ -85,7 +86,9 @@ void set_device(int device) {
 }
 
 void synchronize(int device) {
-  DeviceGuard guard(device == -1 ? current_device() : device);
+  if (device == -1) device = current_device();
+  detail::check_not_capturing(device, "cuda::synchronize", "it waits for the device, which a graph cannot record");
+  DeviceGuard guard(device);
   EMBER_CUDA_CHECK(cudaDeviceSynchronize());
   raise_pending_index_error();
 }

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <functional>
 #include <sstream>
+#include <utility>
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/device.h"
@@ -97,6 +98,15 @@ Block* DeviceCache::take_free(BlockPool& pool, cudaStream_t stream, size_t size)
 Block* DeviceCache::new_segment(BlockPool& pool, cudaStream_t stream, size_t size, size_t requested) {
   const size_t bytes = segment_size(size);
   DeviceGuard guard(device_);
+  // cudaMalloc is not enqueued on a stream, so CUDA forbids it while this
+  // thread captures a graph unless the thread's mode is relaxed: the memory
+  // it returns is outside the graph, which is what the graph's pool wants.
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  EMBER_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+  struct RestoreMode {
+    cudaStreamCaptureMode mode;
+    ~RestoreMode() { cudaThreadExchangeStreamCaptureMode(&mode); }
+  } restore{mode};
   void* ptr = nullptr;
   cudaError_t err = cudaMalloc(&ptr, bytes);
   if (err == cudaErrorMemoryAllocation) {
@@ -163,6 +173,10 @@ void DeviceCache::free(void* ptr) noexcept {
   auto it = live_.find(ptr);
   if (it == live_.end()) return;  // not reachable through a DataPtr of this allocator
   Block* block = it->second;
+  if (capturing_ && block->stream != capture_stream_) {
+    held_.push_back(ptr);  // stays live until the graph's reset frees it again
+    return;
+  }
   live_.erase(it);
   block->allocated = false;
   stats_.allocated -= block->size;
@@ -268,6 +282,19 @@ void DeviceCache::record_stream(const void* ptr, cudaStream_t stream) {
   if (stream == block->stream) return;  // its own stream needs no event
   auto& uses = block->stream_uses;
   if (std::find(uses.begin(), uses.end(), stream) == uses.end()) uses.push_back(stream);
+}
+
+void DeviceCache::begin_capture(cudaStream_t stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  capturing_ = true;
+  capture_stream_ = stream;
+}
+
+std::vector<void*> DeviceCache::end_capture() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  capturing_ = false;
+  capture_stream_ = nullptr;
+  return std::exchange(held_, {});
 }
 
 void DeviceCache::empty_cache() {

@@ -53,6 +53,14 @@ class DeviceCache {
   void* allocate(size_t nbytes, cudaStream_t stream);
   void free(void* ptr) noexcept;
   void record_stream(const void* ptr, cudaStream_t stream);
+  // CUDA graph capture (core/cuda/graph.h) on `stream`, a stream only the
+  // graph uses, so the blocks of that stream are the graph's pool. Between
+  // begin_capture and end_capture, a freed block of any other stream stays
+  // live and is held instead of reused: the graph's replays may use it.
+  // end_capture returns the held pointers; the graph frees them at reset.
+  // One capture per device at a time.
+  void begin_capture(cudaStream_t stream);
+  std::vector<void*> end_capture();
   void empty_cache();
   MemoryStats stats();
   void reset_peak();
@@ -80,8 +88,14 @@ class DeviceCache {
   // Per stream, the events recorded at free for blocks it used, in order.
   std::unordered_map<cudaStream_t, std::deque<std::pair<cudaEvent_t, Block*>>> pending_;
   size_t pending_count_ = 0;
+  bool capturing_ = false;
+  cudaStream_t capture_stream_ = nullptr;
+  std::vector<void*> held_;  // freed during the capture, blocks of other streams
   MemoryStats stats_;
 };
+
+// The device's cache (core/cuda/caching_allocator.cpp owns them).
+DeviceCache& device_cache(int device);
 
 // "1.50 GiB", "512.00 KiB", "300 B".
 std::string format_bytes(size_t bytes);

@@ -80,8 +80,10 @@ unsigned long long pending_id(const PendingIndexError* record) {
 
 }  // namespace
 
+void prepare_index_checks(int device) { std::call_once(slot_once[device], make_slot, device); }
+
 IndexCheckTarget begin_index_check(int device, const char* op, int64_t dim, int64_t dim_size) {
-  std::call_once(slot_once[device], make_slot, device);
+  prepare_index_checks(device);
   IndexCheckTarget t;
   t.id = next_id.fetch_add(1);
   t.record = slots[device].device;

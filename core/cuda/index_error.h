@@ -11,6 +11,9 @@
 //   device's claim word (device memory).
 // - The first check on a device makes its record and claim word and waits
 //   for the device once (cudaDeviceSynchronize); later checks never wait.
+//   A CUDA graph capture makes them first (prepare_index_checks). A check
+//   captured in a graph keeps its id, so each replay's bad index is
+//   reported with the message of the captured call.
 // - The check kernel that finds a bad index claims the device (atomicCAS of
 //   the claim from 0 to its id). Only the winner writes: position and value
 //   into the record, a system-wide fence, then the id. So the first bad
@@ -59,6 +62,10 @@ struct IndexCheckTarget {
 inline constexpr int kCheckRecords = 1024;
 
 IndexCheckTarget begin_index_check(int device, const char* op, int64_t dim, int64_t dim_size);
+
+// Makes the device's record and claim word now if no check has (the first
+// check's wait cannot happen inside a CUDA graph capture).
+void prepare_index_checks(int device);
 
 void raise_pending_index_error();
 

@@ -7,6 +7,7 @@
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/device.h"
+#include "core/cuda/graph.h"
 #include "core/cuda/index_error.h"
 #include "core/error.h"
 
@@ -58,6 +59,7 @@ bool Stream::query() const {
 }
 
 void Stream::synchronize() const {
+  detail::check_not_capturing(device_, "Stream::synchronize", "it waits for the device, which a graph cannot record");
   DeviceGuard guard(device_);
   EMBER_CUDA_CHECK(cudaStreamSynchronize(handle_));
   raise_pending_index_error();

@@ -1,10 +1,11 @@
-// The device API of core/cuda/device.h in an ember built without CUDA
-// (EMBER_WITH_CUDA=OFF): no device is visible, so device_count() is 0 and
-// is_available() false, and anything that needs a device says how ember
-// was built. Compiled only into CPU-only builds (see CMakeLists.txt).
+// The device API of core/cuda/device.h and core/cuda/graph.h in an ember
+// built without CUDA (EMBER_WITH_CUDA=OFF): no device is visible, so
+// device_count() is 0 and is_available() false, nothing is ever captured,
+// and anything that needs a device says how ember was built. Compiled only into CPU-only builds (see CMakeLists.txt).
 #include <cstdlib>
 
 #include "core/cuda/device.h"
+#include "core/cuda/graph.h"
 #include "core/error.h"
 
 namespace ember::cuda {
@@ -34,5 +35,23 @@ void check_device(int device) {
 
 DeviceGuard::DeviceGuard(int device) : original_(0), device_(device) { check_device(device); }
 DeviceGuard::~DeviceGuard() = default;
+
+// No graph can be made (the constructor throws), so nothing is ever captured.
+struct Graph::Impl {};
+Graph::Graph(int device) { check_device(device); }
+Graph::~Graph() = default;
+void Graph::capture(const std::function<void()>&) { no_cuda("Graph::capture"); }
+void Graph::replay() { no_cuda("Graph::replay"); }
+void Graph::reset() { no_cuda("Graph::reset"); }
+bool Graph::captured() const { return false; }
+int Graph::device() const { no_cuda("Graph::device"); }
+size_t Graph::num_nodes() const { return 0; }
+bool is_capturing(int) { return false; }
+
+namespace detail {
+void check_not_capturing(int, const char*, const char*) {}
+void add_replay_check(int, std::function<void()>) {}
+const uint64_t* captured_random_shift(int, Generator&, const GeneratorState&, uint64_t) { return nullptr; }
+}  // namespace detail
 
 }  // namespace ember::cuda

@@ -1,5 +1,6 @@
 // dropout: a fused mask-and-scale whose mask is regenerated in backward.
 #include "core/autograd/function.h"
+#include "core/cuda/graph.h"
 #include "core/ops.h"
 #include "core/ops/dropout_kernels.h"
 
@@ -30,6 +31,7 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   a.device = x.device().index;
   a.dtype = x.dtype();
   a.state = g.reserve(uint64_t(x.numel()));
+  if (x.device().is_cuda()) a.offset_shift = cuda::detail::captured_random_shift(a.device, g, a.state, uint64_t(x.numel()));
   a.p = p;
   a.scale = 1.0 / (1.0 - p);
   Tensor y = apply_mask(x, a);

@@ -5,6 +5,7 @@
 #include <numeric>
 #include <type_traits>
 
+#include "core/cuda/graph.h"
 #include "core/ops.h"
 #include "core/ops/elementwise_kernels.h"
 #include "core/philox.h"
@@ -50,9 +51,20 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, std::o
 }
 
 namespace {
+// The numbers of rand, randn, randint and randperm are fixed when the op is
+// called (randint and randperm draw them on the host), so a graph would
+// replay the same ones: they are refused during a capture.
+void check_random_not_captured(Device device, const char* op) {
+  if (device.is_cuda()) {
+    cuda::detail::check_not_capturing(device.index, op, "its random numbers are drawn when it is called, so every "
+                                                        "replay would repeat them (dropout is captured correctly)");
+  }
+}
+
 Tensor random_fill(const Shape& shape, DType dtype, Device device, Generator* gen, RandomKind kind, double a,
                    double b, const char* op) {
   EMBER_CHECK(is_floating(dtype), op << ": expected a floating dtype, got " << dtype_name(dtype));
+  check_random_not_captured(device, op);
   Tensor t = empty(shape, dtype, device);
   Generator& g = gen ? *gen : default_generator(device);
   GeneratorState st = g.reserve(uint64_t(t.numel()));
@@ -72,6 +84,7 @@ Tensor randn_like(const Tensor& t, Generator* gen) { return randn(t.shape(), t.d
 
 Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype, Device device, Generator* gen) {
   EMBER_CHECK(high > low, "randint: high (" << high << ") must be greater than low (" << low << ")");
+  check_random_not_captured(device, "randint");
   Tensor cpu = empty(shape, DType::Int64, kCPU);
   Generator& g = gen ? *gen : default_generator(device);
   GeneratorState st = g.reserve(uint64_t(cpu.numel()));
@@ -87,6 +100,7 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype, Devic
 
 Tensor randperm(int64_t n, Device device, Generator* gen) {
   EMBER_CHECK(n >= 0, "randperm: n must be non-negative, got " << n);
+  check_random_not_captured(device, "randperm");
   Tensor cpu = empty({n}, DType::Int64, kCPU);
   int64_t* p = cpu.data<int64_t>();
   std::iota(p, p + n, int64_t(0));

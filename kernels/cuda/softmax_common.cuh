@@ -7,6 +7,9 @@
 //   256-thread block. Each lane keeps N values (N the power of two >= dim / 32)
 //   in registers, loaded as 16-byte vectors when every row is 16-byte
 //   aligned: a row is read once and written once.
+// - forward only, inner == 1, rows of whole 16-byte vectors on aligned
+//   operands, at most 2048 vectors (8192 float32): a 256-thread block per
+//   row, each thread's 8 vectors in registers: one read, one write.
 // - inner == 1, longer rows, operands 16-byte aligned: a block per row
 //   (128..512 threads), each row split into a scalar head, 16-byte vectors
 //   and a scalar tail (so odd widths are vectorized too):

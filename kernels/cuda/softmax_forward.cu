@@ -72,6 +72,64 @@ __global__ void __launch_bounds__(256)
   }
 }
 
+// inner == 1, rows of whole 16-byte vectors, at most kRegisterThreads *
+// kRegisterVecs of them (8192 float32): a block per row, each thread's
+// vectors loaded at once into registers, so the row is read from memory once
+// and max, sum and y come from registers.
+constexpr int kRegisterThreads = 256;
+constexpr int kRegisterVecs = 8;
+
+template <typename T, int V>
+__global__ void __launch_bounds__(kRegisterThreads)
+    softmax_register_forward_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t dim,
+                                    bool is_log) {
+  using A = acc_t<T>;
+  __shared__ A partial[32];
+  const int64_t first = int64_t(threadIdx.x) * V, stride = int64_t(kRegisterThreads) * V;
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* xr = x + row * dim;
+    T* yr = y + row * dim;
+    A v[kRegisterVecs][V];
+#pragma unroll
+    for (int k = 0; k < kRegisterVecs; ++k) {
+      if (first + k * stride >= dim) continue;
+      const Vec<T, V> in = load_vec_of<T, V>(xr + first + k * stride);
+#pragma unroll
+      for (int j = 0; j < V; ++j) v[k][j] = to_acc(in.v[j]);
+    }
+    A m = A(-INFINITY);
+#pragma unroll
+    for (int k = 0; k < kRegisterVecs; ++k) {
+      if (first + k * stride >= dim) continue;
+#pragma unroll
+      for (int j = 0; j < V; ++j) m = nan_max(m, v[k][j]);
+    }
+    m = block_max(m, partial, A(-INFINITY));
+    A s = 0;
+#pragma unroll
+    for (int k = 0; k < kRegisterVecs; ++k) {
+      if (first + k * stride >= dim) continue;
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        const A e = ::exp(v[k][j] - m);
+        s += e;
+        if (!is_log) v[k][j] = e;
+      }
+    }
+    s = block_sum(s, partial);
+    const A scale = is_log ? ::log(s) : A(1) / s;
+#pragma unroll
+    for (int k = 0; k < kRegisterVecs; ++k) {
+      const int64_t c = first + k * stride;
+      if (c >= dim) continue;
+      Vec<T, V> out;
+#pragma unroll
+      for (int j = 0; j < V; ++j) out.v[j] = from_acc<T>(is_log ? (v[k][j] - m) - scale : v[k][j] * scale);
+      store_vec_to(yr + c, out);
+    }
+  }
+}
+
 // inner == 1, long rows, the row cached in dynamic shared memory (as T):
 // read once from global memory (the whole row in flight: registers for a
 // thread's first vectors, cp.async for the rest), then max, sum and y from
@@ -301,6 +359,10 @@ void forward(const SoftmaxArgs& a, bool is_log) {
       softmax_warp_forward_kernel<T, N, 1><<<grid, 256, 0, stream>>>(x, y, a.outer, int(a.dim), is_log);
       EMBER_CUDA_CHECK_LAUNCH();
     });
+  } else if (a.inner == 1 && vectorize && a.dim <= int64_t(kRegisterThreads) * kRegisterVecs * V) {
+    softmax_register_forward_kernel<T, V>
+        <<<grid_size(a.outer), kRegisterThreads, 0, stream>>>(x, y, a.outer, a.dim, is_log);
+    EMBER_CUDA_CHECK_LAUNCH();
   } else if (a.inner == 1 && aligned16(x) && aligned16(y)) {
     launch_row_blocks(softmax_cached_forward_kernel<T>, softmax_online_forward_kernel<T>, a.outer,
                       row_block_threads(a.dim, V), row_cache_bytes<T>(a.dim), a.device, stream, x, y, a.outer, a.dim,

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/cuda/graph.h"
 #include "core/grad_mode.h"
 #include "core/ops.h"
 #include "core/ops/op_utils.h"
@@ -192,6 +193,9 @@ void GradScaler::update() {
   update_scale_stub(d.type)(state, {o.growth_factor, o.backoff_factor, o.growth_interval, o.min_scale, o.max_scale});
   for (const Tensor* t : {&scale_, &growth_tracker_, &skipped_}) t->storage()->bump_version();
   per_optimizer_.clear();
+  // Replays of a CUDA graph run no host code: there the collapse is caught
+  // by skipped_steps() and get_scale(), which check it too.
+  if (d.is_cuda() && cuda::is_capturing(d.index)) return;
   if (++updates_ % o.check_interval == 0) check_collapse(scale_.item<double>());
 }
 

@@ -56,7 +56,8 @@
 //   check_interval update()s (100: one read per 100 steps) and whenever
 //   get_scale() or skipped_steps() is called; there update() (or the
 //   getter) throws an ember::Error naming the scale, the skipped steps and
-//   what to check. The floor also keeps 1 / scale finite.
+//   what to check. The floor also keeps 1 / scale finite. A step replayed
+//   from a CUDA graph runs no host code, so there only the getters check.
 // - enabled = false makes every method a pass-through: scale returns the
 //   loss, step calls optimizer.step(), update does nothing.
 // - state_dict()/load_state_dict() carry what PyTorch's do (scale,
