@@ -5,6 +5,9 @@
 // Rows:
 //   add16         out-of-place add of two 16-element float32 tensors
 //   add16 + grad  the same with both inputs requiring grad (records AddBackward)
+//   add16 graphed 100 such adds captured in one cuda::Graph: the host time
+//                 of a replay() divided by 100 (CUDA only; what a step
+//                 replayed from a graph costs the host per op)
 //   mlp fwd+bwd   10 layers of relu(matmul(h, W) + b), width 256, batch 32,
 //                 then sum().backward(): one training step without the update
 //
@@ -63,6 +66,21 @@ double add16(Device device, bool requires_grad) {
   return median_us(device, 200, 100, [&] { out = add(a, b); });
 }
 
+double add16_graphed(Device device) {
+  EMBER_CHECK(device.is_cuda(), "add16 graphed: CUDA graphs record GPU work only");
+  constexpr int kOps = 100;
+  Tensor a = randn({16}, DType::Float32, device);
+  Tensor b = randn({16}, DType::Float32, device);
+  std::vector<Tensor> out(kOps);
+  auto adds = [&] {
+    for (Tensor& o : out) o = add(a, b);
+  };
+  adds();  // warm-up, eagerly
+  cuda::Graph graph(device.index);
+  graph.capture(adds);
+  return median_us(device, 200, 1, [&] { graph.replay(); }) / kOps;
+}
+
 double mlp_step(Device device) {
   constexpr int kLayers = 10, kWidth = 256, kBatch = 32;
   std::vector<Tensor> weights, biases;
@@ -102,6 +120,7 @@ int main() {
   std::vector<Row> rows{
       {"add16 (16 x float32, out-of-place)", [](Device d) { return add16(d, false); }},
       {"add16 + grad (inputs require grad)", [](Device d) { return add16(d, true); }},
+      {"add16 graphed (100 per cuda::Graph)", add16_graphed},
       {"mlp fwd+bwd (10 x 256, batch 32)", mlp_step},
   };
 

@@ -15,7 +15,8 @@
 // CPU.
 // Modes (--mode, a list): eager, each op launched as it is called; graph,
 // the whole step captured once in a cuda::Graph after the warm-up and
-// replayed (CUDA only). Default: both on a GPU.
+// replayed (CUDA only). Default: both on a GPU. --model and --batch (lists)
+// keep only some of the rows.
 // Inputs are random (N, 1, 28, 28) images and labels made on the device once.
 //
 // Timing: on cuda:0 when a GPU is visible, the median over 100 steps (after
@@ -28,6 +29,7 @@
 // The last column is the number of cudaMalloc calls the caching allocator
 // made during the timed steps (ember::cuda::num_device_allocs): it must be
 // 0, since after warm-up every tensor of a step reuses cached memory.
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -133,7 +135,7 @@ Timing time_case(const Case& c, const std::string& precision, bool graphed, Devi
 int main(int argc, char** argv) {
   bench::Flags flags(argc, argv,
                      "train_step [--device cpu|cuda] [--steps N] [--precision fp32,amp-fp16,amp-bf16] "
-                     "[--mode eager,graph]");
+                     "[--mode eager,graph] [--model mlp,cnn] [--batch 64,256,...]");
   const Device device = flags.device();
   const bool use_gpu = device.is_cuda();
   const int warmup = use_gpu ? 10 : 2;
@@ -145,6 +147,8 @@ int main(int argc, char** argv) {
   const std::vector<std::string> modes =
       flags.list("--mode", use_gpu ? std::vector<std::string>{"eager", "graph"} : std::vector<std::string>{"eager"},
                  {"eager", "graph"});
+  const std::vector<std::string> models = flags.list("--model", {"mlp", "cnn"}, {"mlp", "cnn"});
+  const std::vector<std::string> batches = flags.list("--batch", {"64", "256", "1024", "4096"}, {"64", "256", "1024", "4096"});
   flags.finish();
 
   std::string where = "cpu (std::chrono wall time)";
@@ -160,6 +164,10 @@ int main(int argc, char** argv) {
   };
   int status = 0;
   for (const Case& c : cases) {
+    const auto picked = [](const std::vector<std::string>& from, const std::string& v) {
+      return std::find(from.begin(), from.end(), v) != from.end();
+    };
+    if (!picked(models, c.model) || !picked(batches, std::to_string(c.batch))) continue;
     for (const std::string& precision : precisions) {
       for (const std::string& mode : modes) {
         const auto batch = static_cast<long long>(c.batch);

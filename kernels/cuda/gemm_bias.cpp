@@ -10,11 +10,17 @@
 //
 // The heuristic is told the real alignment of every pointer (its default
 // assumes 256 bytes) and, for the 16-bit types, to skip split-K schemes that
-// reduce in the output type, so the result is rounded once. The kernel
+// reduce in the output type, so the result is rounded once. Its answer
+// depends only on the problem (device, dtype, compute type, transposes,
+// sizes, leading dims, alignments), so it is asked once per problem and
+// kept (the query costs microseconds of host time at every call otherwise). The kernel
 // declines (returns false) when the heuristic offers no algorithm, for
 // non-floating dtypes, and for the shapes PyTorch also keeps off its
 // cublasLt path: a dim of 1 or one of 65535 * 32 or more.
 #include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
 
 #include "core/cuda/cublas_check.h"
 #include "core/cuda/device.h"
@@ -76,6 +82,59 @@ bool lt_suits(const GemmArgs& g) {
   return is_floating(g.dtype) && g.m > 1 && g.n > 1 && g.k > 1 && g.m < kMaxDim && g.n < kMaxDim && g.k < kMaxDim;
 }
 
+// What the heuristic's answer depends on; all fields one width, so the key
+// has no padding and compares and hashes as bytes.
+struct Problem {
+  int64_t device, dtype, compute_type, trans_a, trans_b;
+  int64_t m, n, k, lda, ldb, ldc;
+  int64_t align_a, align_b, align_c, workspace;
+  bool operator==(const Problem& o) const { return std::memcmp(this, &o, sizeof(Problem)) == 0; }
+};
+
+struct ProblemHash {
+  size_t operator()(const Problem& p) const {
+    size_t h = 1469598103934665603ull;
+    const auto* bytes = reinterpret_cast<const unsigned char*>(&p);
+    for (size_t i = 0; i < sizeof(Problem); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+    return h;
+  }
+};
+
+// The algorithm per problem; found == false: cublasLt has none.
+struct Choice {
+  bool found = false;
+  cublasLtMatmulAlgo_t algo = {};
+};
+
+std::mutex choices_mutex;
+std::unordered_map<Problem, Choice, ProblemHash> choices;
+
+// cublasLt's first choice for the problem.
+Choice ask_heuristic(const LtContext& lt, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a_layout,
+                     cublasLtMatrixLayout_t b_layout, cublasLtMatrixLayout_t c_layout, const Problem& problem,
+                     DType dtype) {
+  Preference pref;
+  EMBER_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref.pref));
+  set(pref.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, uint64_t(lt.workspace_size));
+  set(pref.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, uint32_t(problem.align_b));  // cublasLt's A is our b
+  set(pref.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, uint32_t(problem.align_a));
+  set(pref.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, uint32_t(problem.align_c));
+  set(pref.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, uint32_t(problem.align_c));
+  if (dtype == DType::Float16 || dtype == DType::BFloat16) {
+    set(pref.pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, uint32_t(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE));
+  }
+
+  cublasLtMatmulHeuristicResult_t heuristic = {};
+  int found = 0;
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(lt.handle, desc, a_layout, b_layout, c_layout,
+                                                                c_layout, pref.pref, 1, &heuristic, &found);
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found == 0)) return Choice{};
+  if (status != CUBLAS_STATUS_SUCCESS) {
+    detail::throw_cublas_error(status, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
+  }
+  return Choice{true, heuristic.algo};
+}
+
 // Runs the GEMM, or returns false when cublasLt offers no algorithm.
 bool lt_gemm_bias(const GemmArgs& g, const void* bias) {
   const cudaDataType_t type = blas_type(g.dtype);
@@ -96,28 +155,39 @@ bool lt_gemm_bias(const GemmArgs& g, const void* bias) {
   const Layout b_layout(type, g.trans_a ? g.m : g.k, g.trans_a ? g.k : g.m, g.lda);  // our a
   const Layout c_layout(type, g.n, g.m, g.ldc);
 
-  Preference pref;
-  EMBER_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref.pref));
-  set(pref.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, uint64_t(lt.workspace_size));
-  set(pref.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignment(g.b));
-  set(pref.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignment(g.a));
-  set(pref.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignment(g.c));
-  set(pref.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignment(g.c));
-  if (g.dtype == DType::Float16 || g.dtype == DType::BFloat16) {
-    set(pref.pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, uint32_t(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE));
+  Problem problem;
+  problem.device = g.device;
+  problem.dtype = int(g.dtype);
+  problem.compute_type = int(blas_compute_type(g.dtype));
+  problem.trans_a = g.trans_a;
+  problem.trans_b = g.trans_b;
+  problem.m = g.m;
+  problem.n = g.n;
+  problem.k = g.k;
+  problem.lda = g.lda;
+  problem.ldb = g.ldb;
+  problem.ldc = g.ldc;
+  problem.align_a = alignment(g.a);
+  problem.align_b = alignment(g.b);
+  problem.align_c = alignment(g.c);
+  problem.workspace = int64_t(lt.workspace_size);
+  Choice choice;
+  bool known = false;
+  {
+    std::lock_guard<std::mutex> lock(choices_mutex);
+    if (auto it = choices.find(problem); it != choices.end()) {
+      choice = it->second;
+      known = true;
+    }
   }
-
-  cublasLtMatmulHeuristicResult_t heuristic = {};
-  int found = 0;
-  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(lt.handle, desc.desc, a_layout.layout, b_layout.layout,
-                                                                c_layout.layout, c_layout.layout, pref.pref, 1,
-                                                                &heuristic, &found);
-  if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found == 0)) return false;
-  if (status != CUBLAS_STATUS_SUCCESS) {
-    detail::throw_cublas_error(status, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
+  if (!known) {
+    choice = ask_heuristic(lt, desc.desc, a_layout.layout, b_layout.layout, c_layout.layout, problem, g.dtype);
+    std::lock_guard<std::mutex> lock(choices_mutex);
+    choices.emplace(problem, choice);
   }
+  if (!choice.found) return false;
   EMBER_CUBLAS_CHECK(cublasLtMatmul(lt.handle, desc.desc, scalars.alpha(), g.b, a_layout.layout, g.a, b_layout.layout,
-                                    scalars.beta(), g.c, c_layout.layout, g.c, c_layout.layout, &heuristic.algo,
+                                    scalars.beta(), g.c, c_layout.layout, g.c, c_layout.layout, &choice.algo,
                                     lt.workspace, lt.workspace_size, stream));
   return true;
 }
