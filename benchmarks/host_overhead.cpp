@@ -3,13 +3,20 @@
 // bookkeeping.
 //
 // Rows:
+//   empty kernel  an empty <<<1, 32>>> kernel launched through the CUDA
+//                 runtime and checked (CUDA only): the floor under every
+//                 op that launches a kernel
+//   empty16       empty({16}) and its release: the allocator's round trip
 //   add16         out-of-place add of two 16-element float32 tensors
 //   add16 + grad  the same with both inputs requiring grad (records AddBackward)
 //   add16 graphed 100 such adds captured in one cuda::Graph: the host time
 //                 of a replay() divided by 100 (CUDA only; what a step
 //                 replayed from a graph costs the host per op)
+//   matmul        (32 x 256) @ (256 x 256), float32
 //   mlp fwd+bwd   10 layers of relu(matmul(h, W) + b), width 256, batch 32,
-//                 then sum().backward(): one training step without the update
+//                 then sum().backward(): one training step without the update;
+//                 also its forward and its backward alone, the host time to
+//                 issue them (the device synchronized after, outside it)
 //
 // Each figure is the median over many repetitions, in microseconds. The add
 // rows time batches of calls and divide by the batch size; on CUDA they are
@@ -28,7 +35,9 @@
 
 #include "ember.h"
 #if EMBER_WITH_CUDA
+#include "benchmarks/launch_floor.h"
 #include "core/cuda/device.h"
+#include "core/cuda/stream.h"
 #endif
 
 namespace {
@@ -57,6 +66,27 @@ double median_us(Device device, int reps, int batch, const std::function<void()>
   return per_call[reps / 2];
 }
 
+double empty_kernel([[maybe_unused]] Device device) {
+#if EMBER_WITH_CUDA
+  EMBER_CHECK(device.is_cuda(), "empty kernel: a CUDA launch");
+  void* stream = cuda::current_stream(device.index).handle();
+  return median_us(device, 200, 100, [&] { bench::launch_empty_kernel(stream); });
+#else
+  EMBER_FAIL("empty kernel: a CUDA launch (ember was built without CUDA)");
+#endif
+}
+
+double empty16(Device device) {
+  return median_us(device, 200, 100, [&] { Tensor t = empty({16}, DType::Float32, device); });
+}
+
+double matmul32(Device device) {
+  Tensor a = randn({32, 256}, DType::Float32, device);
+  Tensor b = randn({256, 256}, DType::Float32, device);
+  Tensor out;
+  return median_us(device, 200, 20, [&] { out = matmul(a, b); });
+}
+
 double add16(Device device, bool requires_grad) {
   Tensor a = randn({16}, DType::Float32, device);
   Tensor b = randn({16}, DType::Float32, device);
@@ -81,8 +111,12 @@ double add16_graphed(Device device) {
   return median_us(device, 200, 1, [&] { graph.replay(); }) / kOps;
 }
 
-double mlp_step(Device device) {
-  constexpr int kLayers = 10, kWidth = 256, kBatch = 32;
+enum class MlpPart { Forward, Backward, Step };
+
+// The MLP row's figure: the median host time to issue the forward or the
+// backward, or the wall time of the whole step.
+double mlp(Device device, MlpPart part) {
+  constexpr int kLayers = 10, kWidth = 256, kBatch = 32, kReps = 21;
   std::vector<Tensor> weights, biases;
   for (int i = 0; i < kLayers; ++i) {
     // Scaled so activations keep their magnitude through the layers.
@@ -91,12 +125,25 @@ double mlp_step(Device device) {
     biases.push_back(zeros({kWidth}, DType::Float32, device).set_requires_grad());
   }
   Tensor input = randn({kBatch, kWidth}, DType::Float32, device);
-  return median_us(device, 21, 1, [&] {
+  using Clock = std::chrono::steady_clock;
+  std::vector<double> times;
+  for (int r = -3; r < kReps; ++r) {  // three warm-up steps
+    const auto start = Clock::now();
     Tensor h = input;
     for (int i = 0; i < kLayers; ++i) h = relu(matmul(h, weights[i]) + biases[i]);
-    h.sum().backward();
+    Tensor loss = h.sum();
+    const auto forward = Clock::now();
+    loss.backward();
+    const auto backward = Clock::now();
     sync(device);
-  });
+    const auto stop = Clock::now();
+    if (r < 0) continue;
+    const auto from = part == MlpPart::Backward ? forward : start;
+    const auto to = part == MlpPart::Forward ? forward : part == MlpPart::Backward ? backward : stop;
+    times.push_back(std::chrono::duration<double, std::micro>(to - from).count());
+  }
+  std::nth_element(times.begin(), times.begin() + kReps / 2, times.end());
+  return times[kReps / 2];
 }
 
 struct Column {
@@ -118,10 +165,15 @@ int main() {
     std::function<double(Device)> run;
   };
   std::vector<Row> rows{
+      {"empty kernel launch (runtime floor)", empty_kernel},
+      {"empty16 (allocate + free 16 floats)", empty16},
       {"add16 (16 x float32, out-of-place)", [](Device d) { return add16(d, false); }},
       {"add16 + grad (inputs require grad)", [](Device d) { return add16(d, true); }},
       {"add16 graphed (100 per cuda::Graph)", add16_graphed},
-      {"mlp fwd+bwd (10 x 256, batch 32)", mlp_step},
+      {"matmul (32 x 256) @ (256 x 256)", matmul32},
+      {"mlp fwd (issue, 10 x 256, batch 32)", [](Device d) { return mlp(d, MlpPart::Forward); }},
+      {"mlp bwd (issue)", [](Device d) { return mlp(d, MlpPart::Backward); }},
+      {"mlp fwd+bwd (wall, synchronized)", [](Device d) { return mlp(d, MlpPart::Step); }},
   };
 
   std::printf("ember host overhead: median time per call, microseconds (us)\n\n");

@@ -150,6 +150,19 @@ Tensor sum_to(const Tensor& x, const Shape& shape);
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
 
+// ---------------- losses ----------------
+// How a loss reduces its per-element values (nn::Reduction is this type).
+enum class Reduction { None, Mean, Sum };
+// Cross-entropy of logits (N, C) against class indices (N) (int64 or
+// int32), fused (core/ops/cross_entropy_kernels.h): log-softmax, the target's
+// pick, label smoothing, ignore_index and the reduction in one forward pass
+// and one backward pass, on any float dtype. The loss nn::functional::
+// cross_entropy computes for such inputs; a target outside [0, C) other than
+// ignore_index is an ember::Error naming it (on a GPU raised by the next call
+// that waits for the device).
+Tensor cross_entropy_loss(const Tensor& logits, const Tensor& target, int64_t ignore_index, double label_smoothing,
+                          Reduction reduction);
+
 // ---------------- dropout ----------------
 // Zeroes each element with probability p and scales the rest by 1 / (1 - p)
 // when training (identity otherwise). The mask is never stored: backward
@@ -195,6 +208,13 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 // Whether float32 matmul may use TF32 tensor cores on CUDA (off by default).
 void set_allow_tf32(bool allow);
 bool allow_tf32();
+// Whether a CUDA matmul times cublasLt's candidate algorithms the first time
+// it meets a problem (shapes, layouts, dtype) and keeps the fastest for the
+// rest of the process; off, it keeps cublasLt's heuristic first choice. On
+// by default; EMBER_GEMM_AUTOTUNE=0 in the environment turns it off at start.
+// A problem's choice is made once, so a switch changes new problems only.
+void set_gemm_autotune(bool on);
+bool gemm_autotune();
 // torch.nn.functional.linear: x @ weight^T + bias for x [..., in_features]
 // (any rank >= 1), weight [out_features, in_features] and an optional bias
 // [out_features]; the result is [..., out_features]. With a bias, on CUDA

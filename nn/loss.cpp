@@ -1,7 +1,9 @@
-// Losses: cross_entropy = log_softmax + nll_loss; nll_loss reads the target
-// log-probabilities with gather (whose index check on CPU and CUDA turns a
-// bad label into an ember::Error); the rest are short compositions of
-// elementwise ops and reductions, so their backward comes from those ops.
+// Losses: cross_entropy of (N, C) logits (and of unbatched (C) ones) is the
+// fused op cross_entropy_loss (core/ops.h); of (N, C, d...) logits it is
+// log_softmax + nll_loss; nll_loss reads the target log-probabilities with
+// gather. Either way the index checks on CPU and CUDA turn a bad label into
+// an ember::Error. The rest are short compositions of elementwise ops and
+// reductions, so their backward comes from those ops.
 #include "nn/loss.h"
 
 #include <string>
@@ -117,6 +119,10 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntro
   const double e = options.label_smoothing;
   EMBER_CHECK(e >= 0.0 && e <= 1.0, "cross_entropy: label_smoothing must be in [0, 1], got " << e);
   auto [in, tg] = batched("cross_entropy", input, target);
+  if (in.dim() == 2 && (tg.dtype() == DType::Int64 || tg.dtype() == DType::Int32)) {
+    Tensor loss = cross_entropy_loss(in, tg, options.ignore_index, e, options.reduction);
+    return input.dim() == 1 && options.reduction == Reduction::None ? loss.squeeze(0) : loss;
+  }
   Tensor logp = log_softmax(in, 1);
   Picked p = pick_targets("cross_entropy", logp, tg, options.ignore_index);
   Tensor loss = p.loss;

@@ -30,11 +30,12 @@
 
 #include <cstdint>
 
+#include "core/ops.h"
 #include "nn/module.h"
 
 namespace ember::nn {
 
-enum class Reduction { None, Mean, Sum };
+using Reduction = ::ember::Reduction;  // None, Mean, Sum (core/ops.h)
 
 struct CrossEntropyOptions {
   int64_t ignore_index = -100;

@@ -1,17 +1,28 @@
 // CUDA batch-norm kernels (contract in core/ops/batch_norm_kernels.h).
 //
-// Forward: one block per channel keeps Welford statistics over the
-// channel's n * inner values (block_welford merges them), writes save_mean
-// and save_invstd and updates the running statistics in place, all on the
-// device; in eval mode one thread per channel turns the running statistics
-// into save_mean / save_invstd instead. A grid-stride kernel then writes
+// The input is (n, c, inner). Per-channel reductions split each channel's
+// batch rows among several blocks, enough blocks over all channels to fill
+// the device (about 4 per multiprocessor): block (c, s) reduces rows
+// [s * rows, (s + 1) * rows) of channel c into one partial result, and a
+// second kernel merges a channel's partials in split order (a fixed order:
+// the result does not depend on scheduling). With a single split the block
+// finishes the channel itself. A block walks each of its rows' inner
+// values with consecutive threads (coalesced); where inner is small it
+// walks the flattened (row, inner) values instead, with 32-bit index math.
+//
+// Forward: partial Welford statistics (count, mean, M2), merged (Chan et
+// al.) into save_mean and save_invstd, and the running statistics updated
+// in place, all on the device; in eval mode one thread per channel turns
+// the running statistics into save_mean / save_invstd instead. Then
 // y = x * scale + shift per element (scale, shift from the channel's
-// statistics, weight and bias).
-// Backward: one block per channel sums grad_output and grad_output * xhat
-// (block_sum) into grad_bias / grad_weight and a scratch buffer; a
-// grid-stride kernel then writes grad_input.
+// statistics, weight and bias), one block per (row, channel) plane where
+// planes are wide, a flat grid-stride loop otherwise.
+// Backward: partial sums of grad_output and grad_output * xhat, merged into
+// grad_bias / grad_weight and a scratch buffer; then grad_input per element
+// as the forward's normalization is laid out.
 #include <algorithm>
 
+#include "core/cuda/device.h"
 #include "core/ops.h"
 #include "core/ops/batch_norm_kernels.h"
 #include "kernels/cuda/block_reduce.cuh"
@@ -20,10 +31,8 @@
 namespace ember::cuda {
 namespace {
 
-constexpr int kChannelThreads = 512;
 constexpr int kThreads = 256;
-
-unsigned blocks_for(int64_t n) { return unsigned(std::min<int64_t>((n + kThreads - 1) / kThreads, int64_t(1) << 20)); }
+constexpr int64_t kWidePlane = 64;  // inner values at or above which a block walks planes
 
 template <typename T, typename S>
 __device__ __forceinline__ S load(const void* p, int64_t i) {
@@ -35,27 +44,62 @@ __device__ __forceinline__ void store(void* p, int64_t i, S v) {
   static_cast<T*>(p)[i] = from_acc<T>(acc_t<T>(v));
 }
 
-// Element `i` of the channel's n * inner values: (b, k) -> (b, c, k).
-__device__ __forceinline__ int64_t channel_offset(const BatchNormArgs& a, int64_t c, int64_t i) {
-  const int64_t b = i / a.inner;
-  return (b * a.c + c) * a.inner + (i - b * a.inner);
+// Calls f(offset) for every value of channel c in rows [b0, b1), each
+// thread of the block taking its share.
+template <typename F>
+__device__ __forceinline__ void for_channel_values(const BatchNormArgs& a, int64_t c, int64_t b0, int64_t b1, F&& f) {
+  if (a.inner >= kWidePlane) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t base = (b * a.c + c) * a.inner;
+      for (int64_t k = threadIdx.x; k < a.inner; k += blockDim.x) f(base + k);
+    }
+    return;
+  }
+  const uint32_t inner = uint32_t(a.inner);
+  const uint32_t count = uint32_t((b1 - b0) * a.inner);  // the launcher keeps a split's values under 2^32
+  for (uint32_t i = threadIdx.x; i < count; i += blockDim.x) {
+    const uint32_t row = i / inner;
+    f(((b0 + row) * a.c + c) * a.inner + (i - row * inner));
+  }
+}
+
+// The statistics of channel c from its merged Welford result.
+template <typename T, typename S>
+__device__ __forceinline__ void write_stats(const BatchNormArgs& a, int64_t c, const Welford<S>& w) {
+  const S m = S(a.n * a.inner), mean = w.mean, mom = S(a.momentum);
+  static_cast<S*>(a.save_mean)[c] = mean;
+  static_cast<S*>(a.save_invstd)[c] = S(1) / ::sqrt(w.m2 / m + S(a.eps));
+  if (a.running_mean) store<T, S>(a.running_mean, c, (S(1) - mom) * load<T, S>(a.running_mean, c) + mom * mean);
+  if (a.running_var) {
+    store<T, S>(a.running_var, c, (S(1) - mom) * load<T, S>(a.running_var, c) + mom * (w.m2 / (m - S(1))));
+  }
+}
+
+// Block (c, s): Welford over rows [s * rows, (s + 1) * rows) of channel c,
+// into partials[c * splits + s], or, with one split (Final), the channel's
+// statistics.
+template <typename T, typename S, bool Final>
+__global__ void partial_stats_kernel(BatchNormArgs a, int64_t rows, Welford<S>* partials) {
+  __shared__ Welford<S> shared[32];
+  const int64_t c = blockIdx.x, b0 = int64_t(blockIdx.y) * rows, b1 = ::min(a.n, b0 + rows);
+  Welford<S> w;
+  for_channel_values(a, c, b0, b1, [&](int64_t at) { w.push(load<T, S>(a.input, at)); });
+  w = block_welford(w, shared);
+  if (threadIdx.x != 0) return;
+  if constexpr (Final) {
+    write_stats<T, S>(a, c, w);
+  } else {
+    partials[c * gridDim.y + blockIdx.y] = w;
+  }
 }
 
 template <typename T, typename S>
-__global__ void batch_stats_kernel(BatchNormArgs a) {
-  __shared__ Welford<S> shared[32];
-  const int64_t c = blockIdx.x, m = a.n * a.inner;
+__global__ void merge_stats_kernel(BatchNormArgs a, const Welford<S>* partials, int splits) {
+  const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= a.c) return;
   Welford<S> w;
-  for (int64_t i = threadIdx.x; i < m; i += blockDim.x) w.push(load<T, S>(a.input, channel_offset(a, c, i)));
-  w = block_welford(w, shared);
-  if (threadIdx.x != 0) return;
-  const S mean = w.mean, mom = S(a.momentum);
-  static_cast<S*>(a.save_mean)[c] = mean;
-  static_cast<S*>(a.save_invstd)[c] = S(1) / ::sqrt(w.m2 / S(m) + S(a.eps));
-  if (a.running_mean) store<T, S>(a.running_mean, c, (S(1) - mom) * load<T, S>(a.running_mean, c) + mom * mean);
-  if (a.running_var) {
-    store<T, S>(a.running_var, c, (S(1) - mom) * load<T, S>(a.running_var, c) + mom * (w.m2 / S(m - 1)));
-  }
+  for (int s = 0; s < splits; ++s) w.merge(partials[c * splits + s]);
+  write_stats<T, S>(a, c, w);
 }
 
 template <typename T, typename S>
@@ -66,49 +110,93 @@ __global__ void running_stats_kernel(BatchNormArgs a) {
   static_cast<S*>(a.save_invstd)[c] = S(1) / ::sqrt(load<T, S>(a.running_var, c) + S(a.eps));
 }
 
-template <typename T, typename S>
-__global__ void normalize_kernel(BatchNormArgs a) {
-  const int64_t total = a.n * a.c * a.inner;
-  const S* mean = static_cast<const S*>(a.save_mean);
-  const S* invstd = static_cast<const S*>(a.save_invstd);
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t c = i / a.inner % a.c;
-    const S scale = invstd[c] * (a.weight ? load<T, S>(a.weight, c) : S(1));
-    const S shift = (a.bias ? load<T, S>(a.bias, c) : S(0)) - mean[c] * scale;
-    store<T, S>(a.output, i, load<T, S>(a.input, i) * scale + shift);
+// f(i, c) for every element i of channel c: planes of wide rows one block
+// each, the rest through a flat loop (32-bit index math when it fits).
+template <typename F>
+__device__ __forceinline__ void for_each_element(const BatchNormArgs& a, F&& f) {
+  const int64_t planes = a.n * a.c;
+  if (a.inner >= kWidePlane) {
+    for (int64_t p = blockIdx.x; p < planes; p += gridDim.x) {
+      const int64_t c = p % a.c, base = p * a.inner;
+      for (int64_t k = threadIdx.x; k < a.inner; k += blockDim.x) f(base + k, c);
+    }
+    return;
+  }
+  const int64_t total = planes * a.inner;
+  const int64_t first = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, step = int64_t(gridDim.x) * blockDim.x;
+  if (total <= INT32_MAX) {
+    const uint32_t inner = uint32_t(a.inner), channels = uint32_t(a.c);
+    for (uint32_t i = uint32_t(first); i < uint32_t(total); i += uint32_t(step)) f(i, i / inner % channels);
+  } else {
+    for (int64_t i = first; i < total; i += step) f(i, i / a.inner % a.c);
   }
 }
 
+template <typename T, typename S>
+__global__ void normalize_kernel(BatchNormArgs a) {
+  const S* mean = static_cast<const S*>(a.save_mean);
+  const S* invstd = static_cast<const S*>(a.save_invstd);
+  for_each_element(a, [&](int64_t i, int64_t c) {
+    const S scale = invstd[c] * (a.weight ? load<T, S>(a.weight, c) : S(1));
+    const S shift = (a.bias ? load<T, S>(a.bias, c) : S(0)) - mean[c] * scale;
+    store<T, S>(a.output, i, load<T, S>(a.input, i) * scale + shift);
+  });
+}
+
+// The channel's sum(dy) and sum(dy * xhat).
+template <typename S>
+struct GradSums {
+  S dy = 0, dy_xhat = 0;
+};
+
 // sums[c] = sum(dy), sums[c + a.c] = sum(dy * xhat), and the parameter grads.
 template <typename T, typename S>
-__global__ void backward_sums_kernel(BatchNormArgs a, S* sums) {
+__device__ __forceinline__ void write_sums(const BatchNormArgs& a, int64_t c, const GradSums<S>& g, S* sums) {
+  sums[c] = g.dy;
+  sums[c + a.c] = g.dy_xhat;
+  if (a.grad_weight) store<T, S>(a.grad_weight, c, g.dy_xhat);
+  if (a.grad_bias) store<T, S>(a.grad_bias, c, g.dy);
+}
+
+template <typename T, typename S, bool Final>
+__global__ void partial_sums_kernel(BatchNormArgs a, int64_t rows, GradSums<S>* partials, S* sums) {
   __shared__ S shared[32];
-  const int64_t c = blockIdx.x, m = a.n * a.inner;
+  const int64_t c = blockIdx.x, b0 = int64_t(blockIdx.y) * rows, b1 = ::min(a.n, b0 + rows);
   const S mean = static_cast<const S*>(a.save_mean)[c], invstd = static_cast<const S*>(a.save_invstd)[c];
-  S sum_dy = 0, sum_dy_xhat = 0;
-  for (int64_t i = threadIdx.x; i < m; i += blockDim.x) {
-    const int64_t at = channel_offset(a, c, i);
+  GradSums<S> g;
+  for_channel_values(a, c, b0, b1, [&](int64_t at) {
     const S dy = load<T, S>(a.grad_output, at);
-    sum_dy += dy;
-    sum_dy_xhat += dy * (load<T, S>(a.input, at) - mean) * invstd;
-  }
-  sum_dy = block_sum(sum_dy, shared);
-  sum_dy_xhat = block_sum(sum_dy_xhat, shared);
+    g.dy += dy;
+    g.dy_xhat += dy * (load<T, S>(a.input, at) - mean) * invstd;
+  });
+  g.dy = block_sum(g.dy, shared);
+  g.dy_xhat = block_sum(g.dy_xhat, shared);
   if (threadIdx.x != 0) return;
-  sums[c] = sum_dy;
-  sums[c + a.c] = sum_dy_xhat;
-  if (a.grad_weight) store<T, S>(a.grad_weight, c, sum_dy_xhat);
-  if (a.grad_bias) store<T, S>(a.grad_bias, c, sum_dy);
+  if constexpr (Final) {
+    write_sums<T, S>(a, c, g, sums);
+  } else {
+    partials[c * gridDim.y + blockIdx.y] = g;
+  }
+}
+
+template <typename T, typename S>
+__global__ void merge_sums_kernel(BatchNormArgs a, const GradSums<S>* partials, int splits, S* sums) {
+  const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= a.c) return;
+  GradSums<S> g;
+  for (int s = 0; s < splits; ++s) {
+    g.dy += partials[c * splits + s].dy;
+    g.dy_xhat += partials[c * splits + s].dy_xhat;
+  }
+  write_sums<T, S>(a, c, g, sums);
 }
 
 template <typename T, typename S>
 __global__ void grad_input_kernel(BatchNormArgs a, const S* sums) {
-  const int64_t total = a.n * a.c * a.inner;
   const S m = S(a.n * a.inner);
   const S* mean = static_cast<const S*>(a.save_mean);
   const S* invstd = static_cast<const S*>(a.save_invstd);
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t c = i / a.inner % a.c;
+  for_each_element(a, [&](int64_t i, int64_t c) {
     const S scale = invstd[c] * (a.weight ? load<T, S>(a.weight, c) : S(1));
     S dx = load<T, S>(a.grad_output, i);
     if (a.training) {
@@ -116,7 +204,30 @@ __global__ void grad_input_kernel(BatchNormArgs a, const S* sums) {
       dx = dx - sums[c] / m - xhat * sums[c + a.c] / m;
     }
     store<T, S>(a.grad_input, i, dx * scale);
-  }
+  });
+}
+
+// How the channels' rows are split among blocks.
+struct Splits {
+  int64_t rows;  // batch rows per block
+  int count;     // blocks per channel
+};
+
+Splits split_rows(const BatchNormArgs& a) {
+  const int64_t target = 4 * int64_t(properties(a.device).multiprocessor_count);
+  int64_t count = std::clamp<int64_t>((target + a.c - 1) / a.c, 1, a.n);
+  int64_t rows = (a.n + count - 1) / count;
+  // The flat walk of small planes indexes a block's values in 32 bits.
+  if (a.inner < kWidePlane) rows = std::min<int64_t>(rows, (int64_t(1) << 31) / a.inner);
+  rows = std::max<int64_t>(rows, 1);
+  return {rows, int((a.n + rows - 1) / rows)};
+}
+
+unsigned channel_blocks(int64_t c) { return unsigned((c + kThreads - 1) / kThreads); }
+
+unsigned element_blocks(const BatchNormArgs& a) {
+  const int64_t work = a.inner >= kWidePlane ? a.n * a.c : (a.n * a.c * a.inner + kThreads - 1) / kThreads;
+  return unsigned(std::min<int64_t>(work, int64_t(1) << 20));
 }
 
 void forward(const BatchNormArgs& a) {
@@ -125,12 +236,24 @@ void forward(const BatchNormArgs& a) {
   EMBER_DISPATCH_FLOAT(a.dtype, "batch_norm", [&]<typename T>() {
     using S = std::conditional_t<std::is_same_v<T, double>, double, float>;
     if (a.training) {
-      batch_stats_kernel<T, S><<<unsigned(a.c), kChannelThreads, 0, stream>>>(a);
+      const Splits s = split_rows(a);
+      const dim3 grid(unsigned(a.c), unsigned(s.count));
+      if (s.count == 1) {
+        partial_stats_kernel<T, S, true><<<grid, kThreads, 0, stream>>>(a, s.rows, nullptr);
+        EMBER_CUDA_CHECK_LAUNCH();
+      } else {
+        Tensor partials = empty({a.c * s.count * int64_t(sizeof(Welford<S>))}, DType::Bool, cuda_device(a.device));
+        auto* p = static_cast<Welford<S>*>(partials.data_ptr());
+        partial_stats_kernel<T, S, false><<<grid, kThreads, 0, stream>>>(a, s.rows, p);
+        EMBER_CUDA_CHECK_LAUNCH();
+        merge_stats_kernel<T, S><<<channel_blocks(a.c), kThreads, 0, stream>>>(a, p, s.count);
+        EMBER_CUDA_CHECK_LAUNCH();
+      }
     } else {
-      running_stats_kernel<T, S><<<unsigned((a.c + kThreads - 1) / kThreads), kThreads, 0, stream>>>(a);
+      running_stats_kernel<T, S><<<channel_blocks(a.c), kThreads, 0, stream>>>(a);
+      EMBER_CUDA_CHECK_LAUNCH();
     }
-    EMBER_CUDA_CHECK_LAUNCH();
-    normalize_kernel<T, S><<<blocks_for(a.n * a.c * a.inner), kThreads, 0, stream>>>(a);
+    normalize_kernel<T, S><<<element_blocks(a), kThreads, 0, stream>>>(a);
     EMBER_CUDA_CHECK_LAUNCH();
   });
 }
@@ -143,12 +266,24 @@ void backward(const BatchNormArgs& a) {
     Tensor sums;
     if (a.grad_weight || a.grad_bias || (a.grad_input && a.training)) {
       sums = empty({2, a.c}, batch_norm_stats_dtype(a.dtype), cuda_device(a.device));
-      backward_sums_kernel<T, S><<<unsigned(a.c), kChannelThreads, 0, stream>>>(a, static_cast<S*>(sums.data_ptr()));
-      EMBER_CUDA_CHECK_LAUNCH();
+      S* out = static_cast<S*>(sums.data_ptr());
+      const Splits s = split_rows(a);
+      const dim3 grid(unsigned(a.c), unsigned(s.count));
+      if (s.count == 1) {
+        partial_sums_kernel<T, S, true><<<grid, kThreads, 0, stream>>>(a, s.rows, nullptr, out);
+        EMBER_CUDA_CHECK_LAUNCH();
+      } else {
+        Tensor partials = empty({a.c * s.count * int64_t(sizeof(GradSums<S>))}, DType::Bool, cuda_device(a.device));
+        auto* p = static_cast<GradSums<S>*>(partials.data_ptr());
+        partial_sums_kernel<T, S, false><<<grid, kThreads, 0, stream>>>(a, s.rows, p, out);
+        EMBER_CUDA_CHECK_LAUNCH();
+        merge_sums_kernel<T, S><<<channel_blocks(a.c), kThreads, 0, stream>>>(a, p, s.count, out);
+        EMBER_CUDA_CHECK_LAUNCH();
+      }
     }
     if (a.grad_input) {
       const S* s = sums.defined() ? static_cast<const S*>(sums.data_ptr()) : nullptr;
-      grad_input_kernel<T, S><<<blocks_for(a.n * a.c * a.inner), kThreads, 0, stream>>>(a, s);
+      grad_input_kernel<T, S><<<element_blocks(a), kThreads, 0, stream>>>(a, s);
       EMBER_CUDA_CHECK_LAUNCH();
     }
   });

@@ -8,11 +8,12 @@
 // host synchronization per call. The compute types (TF32 only when
 // allow_tf32() is on) are those of kernels/cuda/blas_types.h.
 //
-// One matrix goes to cublasGemmEx and a batch to cublasGemmStridedBatchedEx
-// (a batch stride of 0 broadcasts an operand): the 32-bit-int entry points
-// that PyTorch and benchmarks/kernels.cpp call, so ember gets the kernels
-// cuBLAS picks for them. A problem with a size or leading dim past INT_MAX
-// takes cublasGemmStridedBatchedEx_64. int32 and int64, which cuBLAS lacks,
+// One matrix goes to cublasLt (kernels/cuda/lt_matmul.h: the algorithm
+// chosen once per problem, timed among cublasLt's candidates when
+// gemm_autotune() is on), or to cublasGemmEx where cublasLt declines; a
+// batch goes to cublasGemmStridedBatchedEx (a batch stride of 0 broadcasts
+// an operand). A problem with a size or leading dim past INT_MAX takes
+// cublasGemmStridedBatchedEx_64. int32 and int64, which cuBLAS lacks,
 // take ember's tiled kernel (kernels/cuda/integer_gemm.cu).
 #include <climits>
 
@@ -22,6 +23,7 @@
 #include "kernels/cuda/blas_types.h"
 #include "kernels/cuda/cublas_handle.h"
 #include "kernels/cuda/integer_gemm.h"
+#include "kernels/cuda/lt_matmul.h"
 
 namespace ember::cuda {
 namespace {
@@ -45,6 +47,7 @@ void cublas_gemm(const GemmArgs& g) {
 
   DeviceGuard guard(g.device);
   try {
+    if (lt_matmul(g, nullptr)) return;
     cublasHandle_t handle = blas_handle(g.device);
     if (fits_int(g) && g.batch == 1) {
       EMBER_CUBLAS_CHECK(cublasGemmEx(handle, op_b, op_a, int(g.n), int(g.m), int(g.k), alpha, g.b, type,

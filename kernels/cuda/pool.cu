@@ -5,7 +5,8 @@
 // sums their gradients in acc_t, in the same (row-major output) order as
 // the CPU kernel: no atomics, a deterministic result, one rounding. For max
 // pooling an output contributes only if its saved argmax is this element.
-// Grid-stride loops with 64-bit indices.
+// Grid-stride loops; the index math (a handful of divisions per element) is
+// 32-bit when every size and offset fits in int32, 64-bit otherwise.
 #include <algorithm>
 
 #include "core/ops/pool_kernels.h"
@@ -19,7 +20,8 @@ constexpr int kThreads = 256;
 unsigned blocks_for(int64_t n) { return unsigned(std::min<int64_t>((n + kThreads - 1) / kThreads, int64_t(1) << 20)); }
 
 // The first tap of a dilated window starting at `start` that is >= 0.
-__device__ __forceinline__ int64_t first_tap(int64_t start, int64_t dilation) {
+template <typename I>
+__device__ __forceinline__ I first_tap(I start, I dilation) {
   return start >= 0 ? start : start + (-start + dilation - 1) / dilation * dilation;
 }
 
@@ -45,24 +47,35 @@ __device__ __forceinline__ Window adaptive_window(const PoolArgs& a, int64_t oy,
   return {y0, y1, x0, x1, (y1 - y0) * (x1 - x0)};
 }
 
-template <typename T>
+// PoolArgs' sizes in the index type I of a kernel.
+template <typename I>
+struct Dims {
+  I planes, h, w, out_h, out_w, kernel_h, kernel_w, stride_h, stride_w, padding_h, padding_w, dilation_h, dilation_w;
+  __device__ explicit Dims(const PoolArgs& a)
+      : planes(I(a.planes)), h(I(a.h)), w(I(a.w)), out_h(I(a.out_h)), out_w(I(a.out_w)), kernel_h(I(a.kernel_h)),
+        kernel_w(I(a.kernel_w)), stride_h(I(a.stride_h)), stride_w(I(a.stride_w)), padding_h(I(a.padding_h)),
+        padding_w(I(a.padding_w)), dilation_h(I(a.dilation_h)), dilation_w(I(a.dilation_w)) {}
+};
+
+template <typename T, typename I>
 __global__ void max_forward_kernel(PoolArgs a) {
   using A = acc_t<T>;
-  const int64_t total = a.planes * a.out_h * a.out_w;
-  for (int64_t o = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; o < total; o += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t ox = o % a.out_w, oy = o / a.out_w % a.out_h, pl = o / (a.out_w * a.out_h);
-    const T* plane = static_cast<const T*>(a.input) + pl * a.h * a.w;
-    const int64_t ys = oy * a.stride_h - a.padding_h, xs = ox * a.stride_w - a.padding_w;
-    const int64_t y0 = first_tap(ys, a.dilation_h), y1 = min(ys + (a.kernel_h - 1) * a.dilation_h + 1, a.h);
-    const int64_t x0 = first_tap(xs, a.dilation_w), x1 = min(xs + (a.kernel_w - 1) * a.dilation_w + 1, a.w);
+  const Dims<I> d(a);
+  const I total = d.planes * d.out_h * d.out_w;
+  for (I o = I(blockIdx.x) * I(blockDim.x) + I(threadIdx.x); o < total; o += I(gridDim.x) * I(blockDim.x)) {
+    const I ox = o % d.out_w, oy = o / d.out_w % d.out_h, pl = o / (d.out_w * d.out_h);
+    const T* plane = static_cast<const T*>(a.input) + int64_t(pl) * d.h * d.w;
+    const I ys = oy * d.stride_h - d.padding_h, xs = ox * d.stride_w - d.padding_w;
+    const I y0 = first_tap(ys, d.dilation_h), y1 = min(ys + (d.kernel_h - 1) * d.dilation_h + 1, d.h);
+    const I x0 = first_tap(xs, d.dilation_w), x1 = min(xs + (d.kernel_w - 1) * d.dilation_w + 1, d.w);
     A best = A(-INFINITY);
-    int64_t best_at = y0 < y1 && x0 < x1 ? y0 * a.w + x0 : -1;
-    for (int64_t y = y0; y < y1; y += a.dilation_h) {
-      for (int64_t x = x0; x < x1; x += a.dilation_w) {
-        A v = to_acc(plane[y * a.w + x]);
+    I best_at = y0 < y1 && x0 < x1 ? y0 * d.w + x0 : I(-1);
+    for (I y = y0; y < y1; y += d.dilation_h) {
+      for (I x = x0; x < x1; x += d.dilation_w) {
+        A v = to_acc(plane[y * d.w + x]);
         if (v > best || v != v) {
           best = v;
-          best_at = y * a.w + x;
+          best_at = y * d.w + x;
         }
       }
     }
@@ -87,25 +100,26 @@ __global__ void avg_forward_kernel(PoolArgs a) {
   }
 }
 
-template <typename T>
+template <typename T, typename I>
 __global__ void max_backward_kernel(PoolArgs a) {
   using A = acc_t<T>;
-  const int64_t total = a.planes * a.h * a.w;
-  const int64_t span_h = (a.kernel_h - 1) * a.dilation_h + 1, span_w = (a.kernel_w - 1) * a.dilation_w + 1;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t x = i % a.w, y = i / a.w % a.h, pl = i / (a.w * a.h);
+  const Dims<I> d(a);
+  const I total = d.planes * d.h * d.w;
+  const I span_h = (d.kernel_h - 1) * d.dilation_h + 1, span_w = (d.kernel_w - 1) * d.dilation_w + 1;
+  for (I i = I(blockIdx.x) * I(blockDim.x) + I(threadIdx.x); i < total; i += I(gridDim.x) * I(blockDim.x)) {
+    const I x = i % d.w, y = i / d.w % d.h, pl = i / (d.w * d.h);
     // Outputs whose window spans row y: oy * stride - pad <= y < oy * stride - pad + span.
-    const int64_t oy0 = y + a.padding_h < span_h ? 0 : (y + a.padding_h - span_h) / a.stride_h + 1;
-    const int64_t oy1 = min((y + a.padding_h) / a.stride_h + 1, a.out_h);
-    const int64_t ox0 = x + a.padding_w < span_w ? 0 : (x + a.padding_w - span_w) / a.stride_w + 1;
-    const int64_t ox1 = min((x + a.padding_w) / a.stride_w + 1, a.out_w);
-    const int64_t here = y * a.w + x, base = pl * a.out_h * a.out_w;
+    const I oy0 = y + d.padding_h < span_h ? 0 : (y + d.padding_h - span_h) / d.stride_h + 1;
+    const I oy1 = min((y + d.padding_h) / d.stride_h + 1, d.out_h);
+    const I ox0 = x + d.padding_w < span_w ? 0 : (x + d.padding_w - span_w) / d.stride_w + 1;
+    const I ox1 = min((x + d.padding_w) / d.stride_w + 1, d.out_w);
+    const I here = y * d.w + x, base = pl * d.out_h * d.out_w;
     const T* gy = static_cast<const T*>(a.grad_output);
     A acc = 0;
-    for (int64_t oy = oy0; oy < oy1; ++oy) {
-      for (int64_t ox = ox0; ox < ox1; ++ox) {
-        const int64_t o = base + oy * a.out_w + ox;
-        if (a.indices[o] == here) acc += to_acc(gy[o]);
+    for (I oy = oy0; oy < oy1; ++oy) {
+      for (I ox = ox0; ox < ox1; ++ox) {
+        const I o = base + oy * d.out_w + ox;
+        if (a.indices[o] == int64_t(here)) acc += to_acc(gy[o]);
       }
     }
     static_cast<T*>(a.grad_input)[i] = from_acc<T>(acc);
@@ -144,13 +158,30 @@ __global__ void avg_backward_kernel(PoolArgs a) {
   }
 }
 
+// Whether every size, element count and window offset of the problem fits
+// in int32 (the windows reach at most a dilated kernel beyond the padding).
+bool fits_int32(const PoolArgs& a) {
+  const int64_t span = std::max((a.kernel_h - 1) * a.dilation_h, (a.kernel_w - 1) * a.dilation_w) + 1;
+  const int64_t reach = std::max(a.h, a.w) + std::max(a.padding_h, a.padding_w) + span +
+                        std::max(a.out_h * a.stride_h, a.out_w * a.stride_w);
+  // The grid-stride loops step past the last index by up to 2^28 (blocks_for caps the grid).
+  return std::max(a.planes * a.h * a.w, a.planes * a.out_h * a.out_w) < INT32_MAX - (int64_t(1) << 28) &&
+         reach < INT32_MAX / 2;
+}
+
 void forward(PoolOp op, const PoolArgs& a) {
   DeviceGuard guard(a.device);
   cudaStream_t stream = current_stream(a.device).handle();
   const unsigned blocks = blocks_for(a.planes * a.out_h * a.out_w);
   EMBER_DISPATCH_FLOAT(a.dtype, "pool2d", [&]<typename T>() {
     switch (op) {
-      case PoolOp::Max: max_forward_kernel<T><<<blocks, kThreads, 0, stream>>>(a); break;
+      case PoolOp::Max:
+        if (fits_int32(a)) {
+          max_forward_kernel<T, int32_t><<<blocks, kThreads, 0, stream>>>(a);
+        } else {
+          max_forward_kernel<T, int64_t><<<blocks, kThreads, 0, stream>>>(a);
+        }
+        break;
       case PoolOp::Avg: avg_forward_kernel<T, false><<<blocks, kThreads, 0, stream>>>(a); break;
       case PoolOp::AdaptiveAvg: avg_forward_kernel<T, true><<<blocks, kThreads, 0, stream>>>(a); break;
     }
@@ -164,7 +195,13 @@ void backward(PoolOp op, const PoolArgs& a) {
   const unsigned blocks = blocks_for(a.planes * a.h * a.w);
   EMBER_DISPATCH_FLOAT(a.dtype, "pool2d_backward", [&]<typename T>() {
     switch (op) {
-      case PoolOp::Max: max_backward_kernel<T><<<blocks, kThreads, 0, stream>>>(a); break;
+      case PoolOp::Max:
+        if (fits_int32(a)) {
+          max_backward_kernel<T, int32_t><<<blocks, kThreads, 0, stream>>>(a);
+        } else {
+          max_backward_kernel<T, int64_t><<<blocks, kThreads, 0, stream>>>(a);
+        }
+        break;
       case PoolOp::Avg: avg_backward_kernel<T, false><<<blocks, kThreads, 0, stream>>>(a); break;
       case PoolOp::AdaptiveAvg: avg_backward_kernel<T, true><<<blocks, kThreads, 0, stream>>>(a); break;
     }

@@ -1,5 +1,6 @@
 // CUDA batch norm against the CPU kernels: training and eval, 2-D to 5-D
-// inputs (channels with more values than a block has threads), with and
+// inputs (channels with more values than a block has threads, channels
+// whose rows are split among blocks), with and
 // without weight, bias and running statistics, the running statistics after
 // several steps, every float dtype, a non-contiguous input, and gradients.
 #include <gtest/gtest.h>
@@ -19,7 +20,11 @@ testing::Tolerance bn_tolerance(DType dt) {
 }
 
 const std::vector<Shape>& shapes() {
-  static const std::vector<Shape> all = {{7, 5}, {3, 4, 33, 35}, {2, 3, 1025}, {2, 3, 4, 5, 6}, {1, 2, 1, 2}};
+  // Also channels split among many blocks: wide planes (inner 81, 784) and
+  // narrow ones walked flat (inner 1 and 5).
+  static const std::vector<Shape> all = {{7, 5},       {3, 4, 33, 35},   {2, 3, 1025},     {2, 3, 4, 5, 6},
+                                         {1, 2, 1, 2}, {64, 3, 9, 9},    {300, 7},         {257, 3, 5},
+                                         {32, 8, 28, 28}};
   return all;
 }
 

@@ -18,6 +18,7 @@
 #if defined(EMBER_WITH_CUDA)
 #include "core/cuda/caching_allocator.h"
 #include "core/cuda/device.h"
+#include "core/cuda/graph.h"
 #include "core/cuda/stream.h"
 #endif
 
@@ -247,6 +248,72 @@ TEST(CudaGemm, AlphaBetaLeadingDimsAndBroadcastBatchMatchTheCpuKernel) {
       }
     }
   }
+}
+
+// Sets the GEMM autotuning flag for a scope.
+struct AutotuneScope {
+  explicit AutotuneScope(bool on) : previous(gemm_autotune()) { set_gemm_autotune(on); }
+  ~AutotuneScope() { set_gemm_autotune(previous); }
+  bool previous;
+};
+
+// One matrix through cublasLt, its algorithm chosen by timing the candidates
+// or by the heuristic alone (each case a problem no other test meets, so the
+// choice is made here): the result matches the CPU kernel, with beta reading
+// C (the timing runs must not write the C it reads) and with beta 0 (NaN in
+// C must not leak), and a second call of the same problem, which reuses the
+// kept choice, gives the same bits.
+TEST(CudaGemm, TimedAndHeuristicAlgorithmChoicesMatchTheCpuAndAreKept) {
+  EMBER_REQUIRE_CUDA();
+  int64_t m = 131;
+  for (bool autotune : {true, false}) {
+    AutotuneScope scope(autotune);
+    for (DType dt : kFloatTypes) {
+      for (double beta : {0.0, 0.75}) {
+        const int64_t n = 77, k = 259;
+        ++m;  // a fresh problem each case
+        Tensor a = random({m, k}, dt, 4), b = random({k, n}, dt, 5), c = random({m, n + 3}, dt, 6);
+        if (beta == 0) c.fill_(std::numeric_limits<double>::quiet_NaN());
+        GemmArgs g;
+        g.dtype = dt;
+        g.m = m, g.n = n, g.k = k;
+        g.alpha = 1.5, g.beta = beta;
+        g.lda = k, g.ldb = n, g.ldc = n + 3;
+        Tensor c_cpu = c.clone();
+        g.a = a.data_ptr(), g.b = b.data_ptr(), g.c = c_cpu.data_ptr();
+        gemm_stub(DeviceType::CPU)(g);
+
+        Tensor a_gpu = a.cuda(), b_gpu = b.cuda();
+        Tensor results[2];
+        for (Tensor& r : results) {
+          Tensor c_gpu = c.cuda();
+          g.device = 0;
+          g.a = a_gpu.data_ptr(), g.b = b_gpu.data_ptr(), g.c = c_gpu.data_ptr();
+          gemm_stub(DeviceType::CUDA)(g);
+          r = c_gpu.cpu();
+        }
+        const std::string what = std::string(dtype_name(dt)) + " beta " + std::to_string(beta) +
+                                 (autotune ? ", timed" : ", heuristic");
+        EXPECT_TRUE(testing::tensors_close(results[0], c_cpu, tolerance(dt, k))) << what;
+        EXPECT_TRUE(testing::tensors_close(results[1], results[0], Tolerance{0, 0})) << what << ": the kept choice changed the bits";
+      }
+    }
+  }
+}
+
+// A problem met first while a graph captures gets the heuristic's choice
+// (timing would wait for the device, which a capture forbids) and the
+// replay computes it right.
+TEST(CudaGemm, AProblemMetFirstInACaptureIsNotTimed) {
+  EMBER_REQUIRE_CUDA();
+  AutotuneScope scope(true);
+  Tensor a = random({93, 61}, DType::Float32, 7), b = random({61, 45}, DType::Float32, 8);
+  Tensor ag = a.cuda(), bg = b.cuda();
+  Tensor y;
+  cuda::Graph graph(0);
+  graph.capture([&] { y = matmul(ag, bg); });
+  graph.replay();
+  EXPECT_TRUE(testing::tensors_close(y.cpu(), matmul(a, b), tolerance(DType::Float32, 61)));
 }
 
 TEST(CudaGemm, CublasErrorsNameTheProblem) {

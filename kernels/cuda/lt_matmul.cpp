@@ -1,0 +1,274 @@
+// cublasLt GEMM and its per-problem algorithm choice (contract in
+// kernels/cuda/lt_matmul.h).
+//
+// The operands are swapped as for cuBLAS: cublasLt's A is our b, its B our
+// a, and each layout is the stored row-major matrix read column-major (rows
+// = stored columns) with our leading dim; the bias runs along cublasLt's
+// rows, our columns. The heuristic is told the real alignment of every
+// pointer (its default assumes 256 bytes).
+#include "kernels/cuda/lt_matmul.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "core/allocator.h"
+#include "core/cuda/cublas_check.h"
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/graph.h"
+#include "core/cuda/stream.h"
+#include "core/ops.h"
+#include "kernels/cuda/blas_types.h"
+#include "kernels/cuda/cublas_handle.h"
+
+namespace ember::cuda {
+namespace {
+
+// Owners of cublasLt descriptors and CUDA events; a destructor never throws.
+struct MatmulDesc {
+  cublasLtMatmulDesc_t desc = nullptr;
+  ~MatmulDesc() {
+    if (desc) cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+struct Layout {
+  cublasLtMatrixLayout_t layout = nullptr;
+  Layout(cudaDataType_t type, int64_t rows, int64_t cols, int64_t ld) {
+    EMBER_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout, type, uint64_t(rows), uint64_t(cols), ld));
+  }
+  ~Layout() {
+    if (layout) cublasLtMatrixLayoutDestroy(layout);
+  }
+  Layout(const Layout&) = delete;
+  Layout& operator=(const Layout&) = delete;
+};
+
+struct Preference {
+  cublasLtMatmulPreference_t pref = nullptr;
+  ~Preference() {
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+  }
+};
+
+struct TimingEvent {
+  cudaEvent_t event = nullptr;
+  TimingEvent() { EMBER_CUDA_CHECK(cudaEventCreate(&event)); }
+  ~TimingEvent() {
+    if (event) cudaEventDestroy(event);
+  }
+  TimingEvent(const TimingEvent&) = delete;
+  TimingEvent& operator=(const TimingEvent&) = delete;
+};
+
+template <typename V>
+void set(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, const V& value) {
+  EMBER_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, attr, &value, sizeof(value)));
+}
+
+template <typename V>
+void set(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr, const V& value) {
+  EMBER_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof(value)));
+}
+
+// The largest power of two, up to 256, that divides the address.
+uint32_t alignment(const void* p) {
+  const uintptr_t address = reinterpret_cast<uintptr_t>(p);
+  uint32_t a = 1;
+  while (a < 256 && address % (2 * a) == 0) a *= 2;
+  return a;
+}
+
+// Leading dims below the stored rows' widths are left to cuBLAS, whose
+// error names them.
+bool lt_suits(const GemmArgs& g) {
+  constexpr int64_t kMaxDim = 65535 * 32;
+  return is_floating(g.dtype) && g.batch == 1 && g.m > 1 && g.n > 1 && g.k > 1 && g.m < kMaxDim &&
+         g.n < kMaxDim && g.k < kMaxDim && g.lda >= (g.trans_a ? g.m : g.k) && g.ldb >= (g.trans_b ? g.k : g.n) &&
+         g.ldc >= g.n;
+}
+
+// What the algorithm depends on; all fields one width, so the key has no
+// padding and compares and hashes as bytes.
+struct Problem {
+  int64_t device, dtype, compute_type, trans_a, trans_b, has_bias;
+  int64_t m, n, k, lda, ldb, ldc;
+  int64_t align_a, align_b, align_c, workspace;
+  bool operator==(const Problem& o) const { return std::memcmp(this, &o, sizeof(Problem)) == 0; }
+};
+
+struct ProblemHash {
+  size_t operator()(const Problem& p) const {
+    size_t h = 1469598103934665603ull;
+    const auto* bytes = reinterpret_cast<const unsigned char*>(&p);
+    for (size_t i = 0; i < sizeof(Problem); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+    return h;
+  }
+};
+
+// The algorithm kept for a problem; found == false: cublasLt has none.
+struct Choice {
+  bool found = false;
+  cublasLtMatmulAlgo_t algo = {};
+};
+
+std::mutex choices_mutex;
+std::unordered_map<Problem, Choice, ProblemHash>& choices() {
+  static auto* const map = new std::unordered_map<Problem, Choice, ProblemHash>;  // outlives every caller
+  return *map;
+}
+
+// One GEMM's descriptors, operands and context: what a run of any
+// algorithm takes.
+struct Call {
+  const GemmArgs& g;
+  LtContext lt;
+  cudaStream_t stream;
+  cublasLtMatmulDesc_t desc;
+  cublasLtMatrixLayout_t a_layout, b_layout, c_layout;
+  BlasScalars scalars;
+
+  cublasStatus_t run(const cublasLtMatmulAlgo_t& algo, void* c) const {
+    return cublasLtMatmul(lt.handle, desc, scalars.alpha(), g.b, a_layout, g.a, b_layout, scalars.beta(), c,
+                          c_layout, c, c_layout, &algo, lt.workspace, lt.workspace_size, stream);
+  }
+};
+
+// Up to kCandidates algorithms in the heuristic's order of preference.
+std::vector<cublasLtMatmulAlgo_t> candidates(const Call& call, const Problem& problem) {
+  Preference pref;
+  EMBER_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref.pref));
+  set(pref.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, uint64_t(call.lt.workspace_size));
+  set(pref.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, uint32_t(problem.align_b));  // cublasLt's A is our b
+  set(pref.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, uint32_t(problem.align_a));
+  set(pref.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, uint32_t(problem.align_c));
+  set(pref.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, uint32_t(problem.align_c));
+  if (call.g.dtype == DType::Float16 || call.g.dtype == DType::BFloat16) {
+    set(pref.pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, uint32_t(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE));
+  }
+  cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
+  int found = 0;
+  const cublasStatus_t status =
+      cublasLtMatmulAlgoGetHeuristic(call.lt.handle, call.desc, call.a_layout, call.b_layout, call.c_layout,
+                                     call.c_layout, pref.pref, kCandidates, results, &found);
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED) return {};
+  if (status != CUBLAS_STATUS_SUCCESS) {
+    detail::throw_cublas_error(status, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
+  }
+  std::vector<cublasLtMatmulAlgo_t> algos;
+  for (int i = 0; i < found; ++i) {
+    if (results[i].state == CUBLAS_STATUS_SUCCESS) algos.push_back(results[i].algo);
+  }
+  return algos;
+}
+
+size_t element_size(DType t) { return t == DType::Float64 ? 8 : t == DType::Float32 ? 4 : 2; }
+
+// The fastest of the candidates on this problem, timed on the call's stream;
+// the first one when none runs.
+cublasLtMatmulAlgo_t fastest(const Call& call, const std::vector<cublasLtMatmulAlgo_t>& algos) {
+  constexpr int kTimedRuns = 3;
+  const GemmArgs& g = call.g;
+  // beta == 0: C is write-only and the real call overwrites it; otherwise
+  // the runs must not touch the C they read.
+  const size_t scratch_bytes = g.beta != 0 ? size_t((g.m - 1) * g.ldc + g.n) * element_size(g.dtype) : 0;
+  const DataPtr scratch = allocator_for(DeviceType::CUDA).allocate(scratch_bytes, cuda_device(g.device));
+  void* c = g.beta != 0 ? scratch.get() : g.c;
+  TimingEvent start, stop;
+  size_t best = 0;
+  float best_ms = std::numeric_limits<float>::infinity();
+  for (size_t i = 0; i < algos.size(); ++i) {
+    // A candidate that fails to launch is skipped, its error cleared.
+    if (call.run(algos[i], c) != CUBLAS_STATUS_SUCCESS) {  // the warm-up
+      cudaGetLastError();
+      continue;
+    }
+    EMBER_CUDA_CHECK(cudaEventRecord(start.event, call.stream));
+    bool ran = true;
+    for (int r = 0; r < kTimedRuns && ran; ++r) ran = call.run(algos[i], c) == CUBLAS_STATUS_SUCCESS;
+    EMBER_CUDA_CHECK(cudaEventRecord(stop.event, call.stream));
+    EMBER_CUDA_CHECK(cudaEventSynchronize(stop.event));
+    float ms = 0;
+    EMBER_CUDA_CHECK(cudaEventElapsedTime(&ms, start.event, stop.event));
+    if (!ran) cudaGetLastError();
+    if (ran && ms < best_ms) {
+      best_ms = ms;
+      best = i;
+    }
+  }
+  return algos[best];
+}
+
+Choice choose(const Call& call, const Problem& problem) {
+  const std::vector<cublasLtMatmulAlgo_t> algos = candidates(call, problem);
+  if (algos.empty()) return Choice{};
+  if (algos.size() == 1 || !gemm_autotune() || is_capturing(call.g.device)) return Choice{true, algos[0]};
+  return Choice{true, fastest(call, algos)};
+}
+
+}  // namespace
+
+bool lt_matmul(const GemmArgs& g, const void* bias) {
+  if (!lt_suits(g)) return false;
+  const cudaDataType_t type = blas_type(g.dtype);
+  const cudaDataType_t scale_type = g.dtype == DType::Float64 ? CUDA_R_64F : CUDA_R_32F;
+  const LtContext lt = lt_handle(g.device);
+
+  MatmulDesc desc;
+  EMBER_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc.desc, blas_compute_type(g.dtype), scale_type));
+  set(desc.desc, CUBLASLT_MATMUL_DESC_TRANSA, g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N);
+  set(desc.desc, CUBLASLT_MATMUL_DESC_TRANSB, g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N);
+  if (bias != nullptr) {
+    set(desc.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
+    set(desc.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+    set(desc.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t(type));
+  }
+  const Layout a_layout(type, g.trans_b ? g.k : g.n, g.trans_b ? g.n : g.k, g.ldb);  // our b
+  const Layout b_layout(type, g.trans_a ? g.m : g.k, g.trans_a ? g.k : g.m, g.lda);  // our a
+  const Layout c_layout(type, g.n, g.m, g.ldc);
+  const Call call{g,           lt, current_stream(g.device).handle(), desc.desc, a_layout.layout, b_layout.layout,
+                  c_layout.layout, BlasScalars(g.dtype, g.alpha, g.beta)};
+
+  Problem problem;
+  problem.device = g.device;
+  problem.dtype = int(g.dtype);
+  problem.compute_type = int(blas_compute_type(g.dtype));
+  problem.trans_a = g.trans_a;
+  problem.trans_b = g.trans_b;
+  problem.has_bias = bias != nullptr;
+  problem.m = g.m;
+  problem.n = g.n;
+  problem.k = g.k;
+  problem.lda = g.lda;
+  problem.ldb = g.ldb;
+  problem.ldc = g.ldc;
+  problem.align_a = alignment(g.a);
+  problem.align_b = alignment(g.b);
+  problem.align_c = alignment(g.c);
+  problem.workspace = int64_t(lt.workspace_size);
+  Choice choice;
+  bool known = false;
+  {
+    std::lock_guard<std::mutex> lock(choices_mutex);
+    if (auto it = choices().find(problem); it != choices().end()) {
+      choice = it->second;
+      known = true;
+    }
+  }
+  if (!known) {
+    choice = choose(call, problem);
+    std::lock_guard<std::mutex> lock(choices_mutex);
+    choice = choices().emplace(problem, choice).first->second;  // a choice another thread kept first wins
+  }
+  if (!choice.found) return false;
+  EMBER_CUBLAS_CHECK(call.run(choice.algo, g.c));
+  return true;
+}
+
+}  // namespace ember::cuda

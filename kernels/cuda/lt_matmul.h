@@ -1,0 +1,40 @@
+// One GEMM on cublasLt with an optional bias epilogue, and the choice of its
+// algorithm per problem. Internal to the CUDA kernels: gemm_stub's and
+// gemm_bias_stub's CUDA kernels call it.
+//
+// Contract:
+// - lt_matmul(g, bias) computes, for one matrix (g.batch == 1),
+//     C = alpha * op(A) * op(B) + beta * C (+ bias[j] in column j)
+//   exactly as gemm_stub's contract says (core/ops/gemm_kernels.h), with
+//   bias null or a dense vector of n elements of g.dtype added to the
+//   accumulator before the single rounding into C. It runs on the current
+//   stream of g.device (the caller holds a DeviceGuard for it) and returns
+//   true; or it declines, returns false and writes nothing: for non-floating
+//   dtypes, the shapes PyTorch also keeps off cublasLt (a dim of 1, or one of
+//   65535 * 32 or more), leading dims narrower than the rows they hold (the
+//   caller's cuBLAS fallback names those in its error), and when cublasLt
+//   offers no algorithm.
+// - The algorithm depends only on the problem (device, dtype, compute type,
+//   transposes, sizes, leading dims, pointer alignments, bias or not) and is
+//   chosen once per problem, then kept for the life of the process, so that
+//   every later call (and every replay of a graph that captured one) runs
+//   the same kernel and gives the same bits. With gemm_autotune() on (the
+//   default) and the stream not capturing a graph, the first call times each
+//   of cublasLt's first kCandidates heuristic answers (one warm-up and three
+//   timed runs each, CUDA events on the current stream, writing a scratch
+//   copy of C when beta reads it) and keeps the fastest: that call waits for
+//   the device once. Otherwise, or when no candidate ran, the heuristic's
+//   first answer is kept.
+// - For float16 and bfloat16 only split-K schemes that reduce in the compute
+//   type (float) are allowed, so the result is rounded once.
+#pragma once
+
+#include "core/ops/gemm_kernels.h"
+
+namespace ember::cuda {
+
+inline constexpr int kCandidates = 8;
+
+bool lt_matmul(const GemmArgs& g, const void* bias);
+
+}  // namespace ember::cuda
