@@ -28,7 +28,8 @@
 // - inner > 1: 256-thread blocks of (bx, by): bx lanes on consecutive inner
 //   positions (V of them per lane, 16-byte loads, when inner allows), by
 //   lanes striding over `reduce`, split across gridDim.y blocks when
-//   outer * inner is too small to fill the GPU.
+//   outer * inner is too small to fill the GPU and the input holds at least
+//   kSplitColumnsMin elements.
 // Rows are read with 16-byte vector loads from the first aligned element
 // (scalar head and tail), kUnroll loads in flight per thread. Split
 // reductions write partial states to a workspace and a second kernel (a
@@ -54,6 +55,7 @@ namespace ember::cuda {
 
 inline constexpr int64_t kWarpRowMax = 1024;  // longest row the warp kernel takes
 inline constexpr int kReduceUnroll = 4;       // vector loads in flight per thread
+inline constexpr int64_t kSplitColumnsMin = int64_t(1) << 20;  // input elements below which columns are not split
 
 template <typename A>
 __device__ __forceinline__ bool is_nan(A v) {
@@ -297,7 +299,9 @@ void launch_reduce(const ReduceArgs& a, const R& red) {
     const int64_t inner_blocks = ceil_div(a.inner, int64_t(bx) * vec);
     const int64_t column_blocks = a.outer * inner_blocks;
     const int64_t target_blocks = sms * 8;
-    if (column_blocks < target_blocks) {
+    // A small input (a bias gradient: 256 x 1024) is read faster by its few
+    // column blocks alone than by a split and a second kernel.
+    if (column_blocks < target_blocks && a.outer * a.reduce * a.inner >= kSplitColumnsMin) {
       // At least 16 rows per lane, so the partials stay a small fraction of the input.
       splits = std::max<int64_t>(1, std::min(ceil_div(target_blocks, column_blocks), a.reduce / (int64_t(by) * 16)));
     }

@@ -10,10 +10,14 @@
 namespace ember {
 namespace {
 
-testing::Tolerance bn_tolerance(DType dt) {
+// m: the values per channel. The CPU sums a channel's float32 values in one
+// running sum, whose rounding error grows about like m ulps of the partial
+// sums (5e-4 seen for grad_weight at m = 25088); the GPU sums short runs and
+// then a tree, far more exactly. So the float32 bound grows with m.
+testing::Tolerance bn_tolerance(DType dt, int64_t m = 0) {
   switch (dt) {
     case DType::Float64: return {1e-10, 1e-10};
-    case DType::Float32: return {1e-4, 1e-4};  // per-channel sums in another order
+    case DType::Float32: return {1e-4, 1e-4 + 1e-7 * double(m)};
     case DType::Float16: return {1e-2, 1e-2};
     default: return {4e-2, 4e-2};              // bfloat16
   }
@@ -48,11 +52,11 @@ TEST(CudaBatchNorm, TrainingMatchesCpuOverSteps) {
             }
             return TensorList{y, in[3], in[4]};
           },
-          {x, w, b, rm, rv}, /*grads=*/true, bn_tolerance(dt)))
+          {x, w, b, rm, rv}, /*grads=*/true, bn_tolerance(dt, x.numel() / c)))
           << dtype_name(dt) << " " << shape_str(shape);
       EXPECT_TRUE(testing::cuda_matches_cpu(
           [](const TensorList& in) { return TensorList{batch_norm(in[0], {}, {}, {}, {}, true)}; }, {x}, true,
-          bn_tolerance(dt)))
+          bn_tolerance(dt, x.numel() / c)))
           << dtype_name(dt) << " " << shape_str(shape) << " (no affine, no running stats)";
     }
   }
@@ -72,7 +76,7 @@ TEST(CudaBatchNorm, EvalMatchesCpu) {
           [](const TensorList& in) {
             return TensorList{batch_norm(in[0], in[2], in[3], in[1], {}, false), in[2], in[3]};
           },
-          {x, w, rm, rv}, true, bn_tolerance(dt)))
+          {x, w, rm, rv}, true, bn_tolerance(dt, x.numel() / c)))
           << dtype_name(dt) << " " << shape_str(shape);
     }
   }
