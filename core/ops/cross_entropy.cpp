@@ -12,6 +12,7 @@
 #include "core/ops.h"
 #include "core/ops/cross_entropy_kernels.h"
 #include "core/ops/index_kernels.h"
+#include "core/ops/op_utils.h"
 
 namespace ember {
 
@@ -21,12 +22,9 @@ KernelStub<CrossEntropyKernelFn> cross_entropy_backward_stub("cross_entropy_back
 using autograd::needs_grad;
 using autograd::record;
 using autograd::SavedTensor;
+using detail::describe;
 
 namespace {
-
-std::string describe(const Tensor& t) {
-  return shape_str(t.shape()) + " " + dtype_name(t.dtype()) + " on " + t.device().str();
-}
 
 void check(const Tensor& logits, const Tensor& target, double smoothing) {
   EMBER_CHECK(logits.defined() && target.defined(), "cross_entropy: the logits and the target must be defined");

@@ -13,9 +13,12 @@
 #include "ember.h"
 #include "support/cuda_compare.h"
 #include "support/gradcheck.h"
+#include "support/error_message.h"
 
 namespace ember {
 namespace {
+
+using testing::error_of;
 
 using ::testing::HasSubstr;
 
@@ -122,15 +125,6 @@ TEST(CrossEntropyLoss, AllRowsIgnoredAndNoRows) {
   EXPECT_TRUE(std::isnan(mean.item<double>()));
   mean.backward();
   EXPECT_EQ(empty_x.grad().numel(), 0);
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
 }
 
 TEST(CrossEntropyLoss, ErrorsNameTheTargetAndTheShapes) {

@@ -12,9 +12,12 @@
 #include "core/ops/gemm_kernels.h"
 #include "ember.h"
 #include "support/gradcheck.h"
+#include "support/error_message.h"
 
 namespace ember {
 namespace {
+
+using testing::error_of;
 
 using ::testing::HasSubstr;
 
@@ -323,15 +326,6 @@ TEST(LinearGrad, EmptyBatch) {
 }
 
 // ---------------- errors ----------------
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 TEST(LinearErrors, NameShapesDtypesAndDevices) {
   std::string e = error_of([] { linear(random({2, 3}), random({4, 5})); });

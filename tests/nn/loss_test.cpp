@@ -8,9 +8,12 @@
 
 #include "ember.h"
 #include "support/gradcheck.h"
+#include "support/error_message.h"
 
 namespace ember {
 namespace {
+
+using testing::error_of;
 
 using nn::Reduction;
 using ::testing::HasSubstr;
@@ -28,15 +31,6 @@ double uniform_of(const std::vector<double>& row) {
   double s = 0;
   for (size_t c = 0; c < row.size(); ++c) s += nll_of(row, int64_t(c));
   return s / double(row.size());
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
 }
 
 const std::vector<double> kLogits = {1, 2, 3, 1, 0, -1, 0.5, -2, 2};  // (3, 3)

@@ -4,9 +4,12 @@
 #include <gtest/gtest.h>
 
 #include "ember.h"
+#include "support/error_message.h"
 
 namespace ember {
 namespace {
+
+using testing::error_of;
 
 using ::testing::HasSubstr;
 
@@ -30,15 +33,6 @@ class Block : public nn::UnaryModule {
 std::shared_ptr<nn::Sequential> mlp() {
   return std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(4, 3), std::make_shared<nn::ReLU>(),
                                           std::make_shared<nn::Linear>(3, 2));
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
 }
 
 TEST(NnModule, SequentialParameterNamesAndCounts) {
