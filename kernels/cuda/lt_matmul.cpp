@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -212,36 +213,14 @@ Choice choose(const Call& call, const Problem& problem) {
   return Choice{true, fastest(call, algos)};
 }
 
-}  // namespace
-
-bool lt_matmul(const GemmArgs& g, const void* bias) {
-  if (!lt_suits(g)) return false;
-  const cudaDataType_t type = blas_type(g.dtype);
-  const cudaDataType_t scale_type = g.dtype == DType::Float64 ? CUDA_R_64F : CUDA_R_32F;
-  const LtContext lt = lt_handle(g.device);
-
-  MatmulDesc desc;
-  EMBER_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc.desc, blas_compute_type(g.dtype), scale_type));
-  set(desc.desc, CUBLASLT_MATMUL_DESC_TRANSA, g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N);
-  set(desc.desc, CUBLASLT_MATMUL_DESC_TRANSB, g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N);
-  if (bias != nullptr) {
-    set(desc.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
-    set(desc.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
-    set(desc.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t(type));
-  }
-  const Layout a_layout(type, g.trans_b ? g.k : g.n, g.trans_b ? g.n : g.k, g.ldb);  // our b
-  const Layout b_layout(type, g.trans_a ? g.m : g.k, g.trans_a ? g.k : g.m, g.lda);  // our a
-  const Layout c_layout(type, g.n, g.m, g.ldc);
-  const Call call{g,           lt, current_stream(g.device).handle(), desc.desc, a_layout.layout, b_layout.layout,
-                  c_layout.layout, BlasScalars(g.dtype, g.alpha, g.beta)};
-
+Problem problem_of(const GemmArgs& g, bool has_bias, size_t workspace) {
   Problem problem;
   problem.device = g.device;
   problem.dtype = int(g.dtype);
   problem.compute_type = int(blas_compute_type(g.dtype));
   problem.trans_a = g.trans_a;
   problem.trans_b = g.trans_b;
-  problem.has_bias = bias != nullptr;
+  problem.has_bias = has_bias;
   problem.m = g.m;
   problem.n = g.n;
   problem.k = g.k;
@@ -251,23 +230,75 @@ bool lt_matmul(const GemmArgs& g, const void* bias) {
   problem.align_a = alignment(g.a);
   problem.align_b = alignment(g.b);
   problem.align_c = alignment(g.c);
-  problem.workspace = int64_t(lt.workspace_size);
-  Choice choice;
-  bool known = false;
-  {
-    std::lock_guard<std::mutex> lock(choices_mutex);
-    if (auto it = choices().find(problem); it != choices().end()) {
-      choice = it->second;
-      known = true;
+  problem.workspace = int64_t(workspace);
+  return problem;
+}
+
+// A problem's descriptors, made once per thread (creating and destroying
+// them cost microseconds of host time at every call), and its algorithm
+// once known. They are the thread's own, so setting the bias pointer, the
+// one attribute that changes from call to call, races with no other thread.
+struct Prepared {
+  Prepared(const GemmArgs& g, bool has_bias)
+      : a_layout(blas_type(g.dtype), g.trans_b ? g.k : g.n, g.trans_b ? g.n : g.k, g.ldb),  // our b
+        b_layout(blas_type(g.dtype), g.trans_a ? g.m : g.k, g.trans_a ? g.k : g.m, g.lda),  // our a
+        c_layout(blas_type(g.dtype), g.n, g.m, g.ldc) {
+    const cudaDataType_t scale_type = g.dtype == DType::Float64 ? CUDA_R_64F : CUDA_R_32F;
+    EMBER_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc.desc, blas_compute_type(g.dtype), scale_type));
+    set(desc.desc, CUBLASLT_MATMUL_DESC_TRANSA, g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N);
+    set(desc.desc, CUBLASLT_MATMUL_DESC_TRANSB, g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N);
+    if (has_bias) {
+      set(desc.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
+      set(desc.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t(blas_type(g.dtype)));
     }
   }
-  if (!known) {
-    choice = choose(call, problem);
-    std::lock_guard<std::mutex> lock(choices_mutex);
-    choice = choices().emplace(problem, choice).first->second;  // a choice another thread kept first wins
+  MatmulDesc desc;
+  Layout a_layout, b_layout, c_layout;
+  Choice choice;
+  bool chosen = false;
+};
+
+std::unordered_map<Problem, std::unique_ptr<Prepared>, ProblemHash>& thread_prepared() {
+  thread_local std::unordered_map<Problem, std::unique_ptr<Prepared>, ProblemHash> map;
+  return map;
+}
+
+}  // namespace
+
+bool lt_matmul(const GemmArgs& g, const void* bias) {
+  if (!lt_suits(g)) return false;
+  const LtContext lt = lt_handle(g.device);
+  const Problem problem = problem_of(g, bias != nullptr, lt.workspace_size);
+  std::unique_ptr<Prepared>& slot = thread_prepared()[problem];
+  if (slot == nullptr) slot = std::make_unique<Prepared>(g, bias != nullptr);
+  Prepared& p = *slot;
+  if (bias != nullptr) set(p.desc.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+  const Call call{g,
+                  lt,
+                  current_stream(g.device).handle(),
+                  p.desc.desc,
+                  p.a_layout.layout,
+                  p.b_layout.layout,
+                  p.c_layout.layout,
+                  BlasScalars(g.dtype, g.alpha, g.beta)};
+  if (!p.chosen) {
+    bool known = false;
+    {
+      std::lock_guard<std::mutex> lock(choices_mutex);
+      if (auto it = choices().find(problem); it != choices().end()) {
+        p.choice = it->second;
+        known = true;
+      }
+    }
+    if (!known) {
+      const Choice mine = choose(call, problem);
+      std::lock_guard<std::mutex> lock(choices_mutex);
+      p.choice = choices().emplace(problem, mine).first->second;  // a choice another thread kept first wins
+    }
+    p.chosen = true;
   }
-  if (!choice.found) return false;
-  EMBER_CUBLAS_CHECK(call.run(choice.algo, g.c));
+  if (!p.choice.found) return false;
+  EMBER_CUBLAS_CHECK(call.run(p.choice.algo, g.c));
   return true;
 }
 

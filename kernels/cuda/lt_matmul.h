@@ -18,7 +18,8 @@
 //   transposes, sizes, leading dims, pointer alignments, bias or not) and is
 //   chosen once per problem, then kept for the life of the process, so that
 //   every later call (and every replay of a graph that captured one) runs
-//   the same kernel and gives the same bits. With gemm_autotune() on (the
+//   the same kernel and gives the same bits. Its cublasLt descriptors are
+//   made once per (problem, thread) and kept too. With gemm_autotune() on (the
 //   default) and the stream not capturing a graph, the first call times each
 //   of cublasLt's first kCandidates heuristic answers (one warm-up and three
 //   timed runs each, CUDA events on the current stream, writing a scratch
