@@ -12,6 +12,7 @@
 #include "core/allocator.h"
 #include "core/cuda/cublas_check.h"
 #include "core/cuda/device.h"
+#include "core/cuda/graph.h"
 #include "core/cuda/stream.h"
 
 namespace ember::cuda {
@@ -41,6 +42,9 @@ class HandlePool {
         return h;
       }
     }
+    detail::check_not_capturing(device, "the first GEMM of a thread on a device",
+                                "it makes the thread's cuBLAS handles, which allocate and wait for the device; run "
+                                "the work once before capturing");
     auto h = std::make_unique<Handles>();
     EMBER_CUBLAS_CHECK(cublasCreate(&h->blas));
     EMBER_CUBLAS_CHECK(cublasSetMathMode(
