@@ -1,7 +1,9 @@
 // CUDA pooling kernels (contract in core/ops/pool_kernels.h).
 //
-// Forward: one thread per output element walks its window. Backward: one
-// thread per input element visits the outputs whose windows can hold it and
+// Forward: one thread per output element walks its window. Max backward
+// over windows that tile the plane: one thread per output element writes
+// its window (each input element is in one window at most). Other backward:
+// one thread per input element visits the outputs whose windows can hold it and
 // sums their gradients in acc_t, in the same (row-major output) order as
 // the CPU kernel: no atomics, a deterministic result, one rounding. For max
 // pooling an output contributes only if its saved argmax is this element.
@@ -126,6 +128,34 @@ __global__ void max_backward_kernel(PoolArgs a) {
   }
 }
 
+// Max backward where the windows tile the plane (stride == kernel, no
+// padding, no dilation): each element is in one window at most, so the
+// thread of output o writes its window's elements, the gradient at the
+// argmax and 0 elsewhere, and the last row and column of windows also zero
+// the rows and columns no window holds. Each element written once.
+template <typename T, typename I>
+__global__ void max_backward_tiled_kernel(PoolArgs a) {
+  const Dims<I> d(a);
+  const I total = d.planes * d.out_h * d.out_w;
+  for (I o = I(blockIdx.x) * I(blockDim.x) + I(threadIdx.x); o < total; o += I(gridDim.x) * I(blockDim.x)) {
+    const I ox = o % d.out_w, oy = o / d.out_w % d.out_h, pl = o / (d.out_w * d.out_h);
+    const I here = I(a.indices[o]);
+    const T g = static_cast<const T*>(a.grad_output)[o];
+    T* plane = static_cast<T*>(a.grad_input) + int64_t(pl) * d.h * d.w;
+    const I y0 = oy * d.kernel_h, x0 = ox * d.kernel_w;
+    const I y1 = oy == d.out_h - 1 ? d.h : min(y0 + d.kernel_h, d.h);
+    const I x1 = ox == d.out_w - 1 ? d.w : min(x0 + d.kernel_w, d.w);
+    for (I y = y0; y < y1; ++y) {
+      for (I x = x0; x < x1; ++x) plane[y * d.w + x] = y * d.w + x == here ? g : from_acc<T>(acc_t<T>(0));
+    }
+  }
+}
+
+bool tiles_the_plane(const PoolArgs& a) {
+  return a.stride_h == a.kernel_h && a.stride_w == a.kernel_w && a.padding_h == 0 && a.padding_w == 0 &&
+         a.dilation_h == 1 && a.dilation_w == 1;
+}
+
 template <typename T, bool Adaptive>
 __global__ void avg_backward_kernel(PoolArgs a) {
   using A = acc_t<T>;
@@ -196,7 +226,14 @@ void backward(PoolOp op, const PoolArgs& a) {
   EMBER_DISPATCH_FLOAT(a.dtype, "pool2d_backward", [&]<typename T>() {
     switch (op) {
       case PoolOp::Max:
-        if (fits_int32(a)) {
+        if (tiles_the_plane(a)) {
+          const unsigned out_blocks = blocks_for(a.planes * a.out_h * a.out_w);
+          if (fits_int32(a)) {
+            max_backward_tiled_kernel<T, int32_t><<<out_blocks, kThreads, 0, stream>>>(a);
+          } else {
+            max_backward_tiled_kernel<T, int64_t><<<out_blocks, kThreads, 0, stream>>>(a);
+          }
+        } else if (fits_int32(a)) {
           max_backward_kernel<T, int32_t><<<blocks, kThreads, 0, stream>>>(a);
         } else {
           max_backward_kernel<T, int64_t><<<blocks, kThreads, 0, stream>>>(a);

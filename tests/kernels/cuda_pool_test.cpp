@@ -21,6 +21,9 @@ const std::vector<Window>& windows() {
       {{2, 2}, {2, 2}, {0, 0}, {1, 1}, false}, {{3, 3}, {2, 2}, {1, 1}, {1, 1}, true},
       {{3, 2}, {1, 2}, {1, 0}, {2, 1}, true},  {{5, 3}, {3, 2}, {2, 1}, {1, 3}, false},
       {{4, 4}, {3, 3}, {2, 2}, {1, 1}, true},
+      // Windows that tile the plane (max backward's output-centric kernel),
+      // with rows and columns left over or a last window cut by ceil_mode.
+      {{3, 3}, {3, 3}, {0, 0}, {1, 1}, true},  {{2, 3}, {2, 3}, {0, 0}, {1, 1}, false},
   };
   return all;
 }
