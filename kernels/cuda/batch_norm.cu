@@ -2,7 +2,7 @@
 //
 // The input is (n, c, inner). Per-channel reductions split each channel's
 // batch rows among several blocks, enough blocks over all channels to fill
-// the device (about 4 per multiprocessor): block (c, s) reduces rows
+// the device (about 8 per multiprocessor): block (c, s) reduces rows
 // [s * rows, (s + 1) * rows) of channel c into one partial result, and a
 // second kernel merges a channel's partials in split order (a fixed order:
 // the result does not depend on scheduling). With a single split the block
@@ -48,15 +48,18 @@ __device__ __forceinline__ void store(void* p, int64_t i, S v) {
 // thread of the block taking its share.
 template <typename F>
 __device__ __forceinline__ void for_channel_values(const BatchNormArgs& a, int64_t c, int64_t b0, int64_t b1, F&& f) {
+  // Unrolled so that each thread has several loads in flight.
   if (a.inner >= kWidePlane) {
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t base = (b * a.c + c) * a.inner;
+#pragma unroll 4
       for (int64_t k = threadIdx.x; k < a.inner; k += blockDim.x) f(base + k);
     }
     return;
   }
   const uint32_t inner = uint32_t(a.inner);
   const uint32_t count = uint32_t((b1 - b0) * a.inner);  // the launcher keeps a split's values under 2^32
+#pragma unroll 4
   for (uint32_t i = threadIdx.x; i < count; i += blockDim.x) {
     const uint32_t row = i / inner;
     f(((b0 + row) * a.c + c) * a.inner + (i - row * inner));
@@ -214,7 +217,7 @@ struct Splits {
 };
 
 Splits split_rows(const BatchNormArgs& a) {
-  const int64_t target = 4 * int64_t(properties(a.device).multiprocessor_count);
+  const int64_t target = 8 * int64_t(properties(a.device).multiprocessor_count);
   int64_t count = std::clamp<int64_t>((target + a.c - 1) / a.c, 1, a.n);
   int64_t rows = (a.n + count - 1) / count;
   // The flat walk of small planes indexes a block's values in 32 bits.

@@ -199,6 +199,16 @@ bool fits_int32(const PoolArgs& a) {
          reach < INT32_MAX / 2;
 }
 
+// f.template operator()<I>() with I = int32_t where fits_int32(a), else int64_t.
+template <typename F>
+void with_index_type(const PoolArgs& a, F&& f) {
+  if (fits_int32(a)) {
+    f.template operator()<int32_t>();
+  } else {
+    f.template operator()<int64_t>();
+  }
+}
+
 void forward(PoolOp op, const PoolArgs& a) {
   DeviceGuard guard(a.device);
   cudaStream_t stream = current_stream(a.device).handle();
@@ -206,11 +216,7 @@ void forward(PoolOp op, const PoolArgs& a) {
   EMBER_DISPATCH_FLOAT(a.dtype, "pool2d", [&]<typename T>() {
     switch (op) {
       case PoolOp::Max:
-        if (fits_int32(a)) {
-          max_forward_kernel<T, int32_t><<<blocks, kThreads, 0, stream>>>(a);
-        } else {
-          max_forward_kernel<T, int64_t><<<blocks, kThreads, 0, stream>>>(a);
-        }
+        with_index_type(a, [&]<typename I>() { max_forward_kernel<T, I><<<blocks, kThreads, 0, stream>>>(a); });
         break;
       case PoolOp::Avg: avg_forward_kernel<T, false><<<blocks, kThreads, 0, stream>>>(a); break;
       case PoolOp::AdaptiveAvg: avg_forward_kernel<T, true><<<blocks, kThreads, 0, stream>>>(a); break;
@@ -226,18 +232,13 @@ void backward(PoolOp op, const PoolArgs& a) {
   EMBER_DISPATCH_FLOAT(a.dtype, "pool2d_backward", [&]<typename T>() {
     switch (op) {
       case PoolOp::Max:
-        if (tiles_the_plane(a)) {
-          const unsigned out_blocks = blocks_for(a.planes * a.out_h * a.out_w);
-          if (fits_int32(a)) {
-            max_backward_tiled_kernel<T, int32_t><<<out_blocks, kThreads, 0, stream>>>(a);
+        with_index_type(a, [&]<typename I>() {
+          if (tiles_the_plane(a)) {
+            max_backward_tiled_kernel<T, I><<<blocks_for(a.planes * a.out_h * a.out_w), kThreads, 0, stream>>>(a);
           } else {
-            max_backward_tiled_kernel<T, int64_t><<<out_blocks, kThreads, 0, stream>>>(a);
+            max_backward_kernel<T, I><<<blocks, kThreads, 0, stream>>>(a);
           }
-        } else if (fits_int32(a)) {
-          max_backward_kernel<T, int32_t><<<blocks, kThreads, 0, stream>>>(a);
-        } else {
-          max_backward_kernel<T, int64_t><<<blocks, kThreads, 0, stream>>>(a);
-        }
+        });
         break;
       case PoolOp::Avg: avg_backward_kernel<T, false><<<blocks, kThreads, 0, stream>>>(a); break;
       case PoolOp::AdaptiveAvg: avg_backward_kernel<T, true><<<blocks, kThreads, 0, stream>>>(a); break;
