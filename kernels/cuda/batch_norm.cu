@@ -4,7 +4,7 @@
 // batch rows among several blocks, enough blocks over all channels to fill
 // the device (about 8 per multiprocessor): block (c, s) reduces rows
 // [s * rows, (s + 1) * rows) of channel c into one partial result, and a
-// second kernel merges a channel's partials in split order (a fixed order:
+// second kernel merges a channel's partials with one warp (in a fixed order:
 // the result does not depend on scheduling). With a single split the block
 // finishes the channel itself. A block walks each of its rows' inner
 // values with consecutive threads (coalesced); where inner is small it
@@ -96,13 +96,17 @@ __global__ void partial_stats_kernel(BatchNormArgs a, int64_t rows, Welford<S>* 
   }
 }
 
+// A warp per channel: lane l merges partials l, l + 32, ..., then the warp's
+// tree (a fixed order).
 template <typename T, typename S>
 __global__ void merge_stats_kernel(BatchNormArgs a, const Welford<S>* partials, int splits) {
-  const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (c >= a.c) return;
+  const int64_t c = int64_t(blockIdx.x) * (kThreads / 32) + (threadIdx.x >> 5);
+  if (c >= a.c) return;  // whole warps leave together
+  const int lane = threadIdx.x & 31;
   Welford<S> w;
-  for (int s = 0; s < splits; ++s) w.merge(partials[c * splits + s]);
-  write_stats<T, S>(a, c, w);
+  for (int s = lane; s < splits; s += 32) w.merge(partials[c * splits + s]);
+  w = warp_welford(w);
+  if (lane == 0) write_stats<T, S>(a, c, w);
 }
 
 template <typename T, typename S>
@@ -184,14 +188,17 @@ __global__ void partial_sums_kernel(BatchNormArgs a, int64_t rows, GradSums<S>* 
 
 template <typename T, typename S>
 __global__ void merge_sums_kernel(BatchNormArgs a, const GradSums<S>* partials, int splits, S* sums) {
-  const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (c >= a.c) return;
+  const int64_t c = int64_t(blockIdx.x) * (kThreads / 32) + (threadIdx.x >> 5);
+  if (c >= a.c) return;  // whole warps leave together
+  const int lane = threadIdx.x & 31;
   GradSums<S> g;
-  for (int s = 0; s < splits; ++s) {
+  for (int s = lane; s < splits; s += 32) {
     g.dy += partials[c * splits + s].dy;
     g.dy_xhat += partials[c * splits + s].dy_xhat;
   }
-  write_sums<T, S>(a, c, g, sums);
+  g.dy = warp_sum(g.dy);
+  g.dy_xhat = warp_sum(g.dy_xhat);
+  if (lane == 0) write_sums<T, S>(a, c, g, sums);
 }
 
 template <typename T, typename S>
@@ -227,6 +234,7 @@ Splits split_rows(const BatchNormArgs& a) {
 }
 
 unsigned channel_blocks(int64_t c) { return unsigned((c + kThreads - 1) / kThreads); }
+unsigned warp_blocks(int64_t c) { return unsigned((c + kThreads / 32 - 1) / (kThreads / 32)); }
 
 unsigned element_blocks(const BatchNormArgs& a) {
   const int64_t work = a.inner >= kWidePlane ? a.n * a.c : (a.n * a.c * a.inner + kThreads - 1) / kThreads;
@@ -249,7 +257,7 @@ void forward(const BatchNormArgs& a) {
         auto* p = static_cast<Welford<S>*>(partials.data_ptr());
         partial_stats_kernel<T, S, false><<<grid, kThreads, 0, stream>>>(a, s.rows, p);
         EMBER_CUDA_CHECK_LAUNCH();
-        merge_stats_kernel<T, S><<<channel_blocks(a.c), kThreads, 0, stream>>>(a, p, s.count);
+        merge_stats_kernel<T, S><<<warp_blocks(a.c), kThreads, 0, stream>>>(a, p, s.count);
         EMBER_CUDA_CHECK_LAUNCH();
       }
     } else {
@@ -280,7 +288,7 @@ void backward(const BatchNormArgs& a) {
         auto* p = static_cast<GradSums<S>*>(partials.data_ptr());
         partial_sums_kernel<T, S, false><<<grid, kThreads, 0, stream>>>(a, s.rows, p, out);
         EMBER_CUDA_CHECK_LAUNCH();
-        merge_sums_kernel<T, S><<<channel_blocks(a.c), kThreads, 0, stream>>>(a, p, s.count, out);
+        merge_sums_kernel<T, S><<<warp_blocks(a.c), kThreads, 0, stream>>>(a, p, s.count, out);
         EMBER_CUDA_CHECK_LAUNCH();
       }
     }
