@@ -8,15 +8,16 @@
 //   the per-element loss.
 // - cross_entropy takes logits (N, C) or (N, C, d1, ...) or unbatched (C),
 //   and class indices (N) / (N, d1, ...) / () as an int64 (or int32)
-//   tensor; it is log_softmax followed by nll_loss, so it is stable for any
-//   logits. label_smoothing e mixes the target with the uniform
-//   distribution: loss = (1 - e) * nll + e / C * sum_c(-log p_c), as
+//   tensor. For (N, C) and (C) logits it is the fused cross_entropy_loss
+//   (core/ops.h), otherwise log_softmax followed by nll_loss; either way
+//   stable for any logits. label_smoothing e mixes the target with the
+//   uniform distribution: loss = (1 - e) * nll + e / C * sum_c(-log p_c), as
 //   PyTorch. Class weights and probability targets are not part of this API.
 // - A target outside [0, C) other than ignore_index is an ember::Error
-//   naming the bad value and the number of classes, on CPU and CUDA: the
-//   targets are read through gather, whose kernels check every index on
-//   both devices before writing (on CUDA that check synchronizes the
-//   stream, once per call).
+//   naming the bad value and the number of classes, on CPU and CUDA: on the
+//   CPU before anything is written; on CUDA the device finds it without the
+//   host waiting, and the next call that waits for the device (item(),
+//   cpu(), synchronize()) raises it (core/cuda/index_error.h).
 // - mse_loss and l1_loss need input and target of one shape (no silent
 //   broadcasting of a (N, 1) prediction against an (N) target).
 // - binary_cross_entropy_with_logits uses the stable form

@@ -5,6 +5,7 @@
 // is composed of recorded ops instead, so higher-order gradients are right.
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "core/autocast_state.h"
@@ -60,16 +61,20 @@ CrossEntropyArgs make_args(const Tensor& x, const Tensor& t, int64_t ignore_inde
   return a;
 }
 
-// The gradient the backward kernel computes, from recorded ops.
-Tensor composed_grad(const Tensor& x, const Tensor& target, int64_t ignore_index, double e, Reduction reduction,
+// The gradient the backward kernel computes, from recorded ops on the
+// logits as the caller passed them (so it stays connected to them). The row
+// weights are float32 or float64 (a count of rows is exact there), and with
+// every row ignored the mean's weights are 0, as the kernels give.
+Tensor composed_grad(const Tensor& logits, const Tensor& target, int64_t ignore_index, double e, Reduction reduction,
                      const Tensor& grad) {
-  const int64_t c = x.size(1);
+  const int64_t c = logits.size(1);
+  const DType stats = cross_entropy_stats_dtype(logits.dtype());
   Tensor kept = ne(target, ignore_index);
   Tensor safe = where(kept, target, Scalar(int64_t(0)));
-  Tensor onehot = eq(arange(c, target.dtype(), x.device()).unsqueeze(0), safe.unsqueeze(1)).to(x.dtype());
-  Tensor w = kept.to(x.dtype()) * grad;
-  if (reduction == Reduction::Mean) w = w / kept.sum().to(x.dtype());
-  return (softmax(x, 1) - onehot * (1.0 - e) - e / double(c)) * w.unsqueeze(1);
+  Tensor onehot = eq(arange(c, target.dtype(), logits.device()).unsqueeze(0), safe.unsqueeze(1)).to(stats);
+  Tensor w = kept.to(stats) * grad.to(stats);
+  if (reduction == Reduction::Mean) w = w / clamp(kept.sum().to(stats), 1.0, std::nullopt);
+  return ((softmax(logits.to(stats), 1) - onehot * (1.0 - e) - e / double(c)) * w.unsqueeze(1)).to(logits.dtype());
 }
 
 }  // namespace
@@ -109,16 +114,17 @@ Tensor cross_entropy_loss(const Tensor& logits, const Tensor& target, int64_t ig
     count.fill_(0.0);
   }
   if (needs_grad(logits)) {
-    const SavedTensor sx(x), st(t), slse(lse), scount(count);
+    const SavedTensor sl(logits), st(t), slse(lse), scount(count);
     record("CrossEntropyBackward", {&out}, {logits}, [=](const TensorList& g) {
       const char* node = "CrossEntropyBackward";
-      Tensor xv = sx.unpack(node), tv = st.unpack(node);
+      Tensor lv = sl.unpack(node), tv = st.unpack(node);
       if (GradMode::is_enabled()) {
-        return TensorList{composed_grad(xv, tv, ignore_index, label_smoothing, reduction, g[0])};
+        return TensorList{composed_grad(lv, tv, ignore_index, label_smoothing, reduction, g[0])};
       }
-      Tensor grad;
+      Tensor xv, grad;
       {
         NoGradGuard no_grad;
+        xv = lv.contiguous();  // the very tensor when it is contiguous
         grad = g[0].contiguous();
       }
       Tensor dx = empty({n, c}, xv.dtype(), xv.device());

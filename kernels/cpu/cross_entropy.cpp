@@ -1,7 +1,8 @@
 // CPU kernels of the fused cross-entropy loss (contract in
 // core/ops/cross_entropy_kernels.h): every target checked before anything is
 // written, then one pass per row for its max and a second for the sums, in
-// row order (so the reduction is deterministic).
+// row order (so the reduction is deterministic), the rows' losses summed in
+// double.
 #include <cmath>
 #include <limits>
 #include <string>
@@ -36,7 +37,10 @@ void forward(const CrossEntropyArgs& a) {
   const I* t = static_cast<const I*>(a.target);
   S* lse = static_cast<S*>(a.lse);
   const S e = S(a.smoothing), c = S(a.c);
-  S total = 0, kept = 0;
+  // The row sums in double and the count in int64: float would stop
+  // counting at 2^24 rows and round small losses away from a large total.
+  double total = 0;
+  int64_t kept = 0;
   for (int64_t i = 0; i < a.n; ++i) {
     const T* row = x + i * a.c;
     S m = -std::numeric_limits<S>::infinity();
@@ -57,7 +61,7 @@ void forward(const CrossEntropyArgs& a) {
     if (target != a.ignore_index) {
       // lse - x_t = log_sum - (x_t - m); sum_j (lse - x_j) = c * log_sum - sum_j (x_j - m).
       loss = (S(1) - e) * (log_sum - (S(row[target]) - m)) + e / c * (c * log_sum - sum_shifted);
-      kept += S(1);
+      kept += 1;
     }
     if (a.reduction == int(Reduction::None)) {
       static_cast<T*>(a.out)[i] = T(loss);
@@ -65,9 +69,9 @@ void forward(const CrossEntropyArgs& a) {
       total += loss;
     }
   }
-  *static_cast<S*>(a.count) = kept;
-  if (a.reduction == int(Reduction::Sum)) *static_cast<T*>(a.out) = T(total);
-  if (a.reduction == int(Reduction::Mean)) *static_cast<T*>(a.out) = T(total / kept);
+  *static_cast<S*>(a.count) = S(kept);
+  if (a.reduction == int(Reduction::Sum)) *static_cast<T*>(a.out) = T(S(total));
+  if (a.reduction == int(Reduction::Mean)) *static_cast<T*>(a.out) = T(S(total / double(kept)));
 }
 
 template <typename T, typename I>

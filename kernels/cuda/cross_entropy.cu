@@ -5,8 +5,9 @@
 // kWarpClasses classes) or a block, which finds the row max, then sums
 // exp(x - max) and x - max, and writes lse and the row's loss (into out for
 // reduction None, else into a scratch array); finish_kernel, one block,
-// walks every target once: it counts the rows kept, sums their losses (a
-// fixed tree: deterministic), writes count and the reduced loss, and reports
+// walks every target once: it counts the rows kept (int64), sums their
+// losses (double, a fixed tree: deterministic), writes count and the
+// reduced loss, and reports
 // the first bad target (the lowest row) through the index-error record of
 // core/cuda/index_error.h, as kernels/cuda/index.cu's check does. Rows with
 // a bad target count as ignored meanwhile.
@@ -106,27 +107,33 @@ template <typename T, typename I>
 __global__ void __launch_bounds__(kFinishThreads)
     finish_kernel(CrossEntropyArgs a, const stats_t<T>* row_loss, IndexCheckTarget check) {
   using S = stats_t<T>;
-  __shared__ S shared[32];
+  // The count in 64-bit integers and the losses in double: exact counts and
+  // no small loss rounded away however many rows there are.
+  __shared__ long long shared_count[32];
+  __shared__ double shared_total[32];
   __shared__ unsigned long long first_bad;
   if (threadIdx.x == 0) first_bad = kNoBadTarget;
   __syncthreads();
   const I* t = static_cast<const I*>(a.target);
-  S kept = 0, total = 0;
+  long long kept = 0;
+  double total = 0;
   for (int64_t i = threadIdx.x; i < a.n; i += blockDim.x) {
     const I v = t[i];
     if (kept_target(a, v)) {
-      kept += S(1);
-      if (row_loss) total += row_loss[i];
+      kept += 1;
+      if (row_loss) total += double(row_loss[i]);
     } else if (int64_t(v) != a.ignore_index) {
       atomicMin(&first_bad, static_cast<unsigned long long>(i));
     }
   }
-  kept = block_sum(kept, shared);
-  total = block_sum(total, shared);  // block_sum synchronizes: first_bad is final
+  kept = block_sum(kept, shared_count);
+  total = block_sum(total, shared_total);  // block_sum synchronizes: first_bad is final
   if (threadIdx.x != 0) return;
-  *static_cast<S*>(a.count) = kept;
-  if (a.reduction == int(Reduction::Sum)) *static_cast<T*>(a.out) = from_acc<T>(acc_t<T>(total));
-  if (a.reduction == int(Reduction::Mean)) *static_cast<T*>(a.out) = from_acc<T>(acc_t<T>(total / kept));
+  *static_cast<S*>(a.count) = S(kept);
+  if (a.reduction == int(Reduction::Sum)) *static_cast<T*>(a.out) = from_acc<T>(acc_t<T>(S(total)));
+  if (a.reduction == int(Reduction::Mean)) {
+    *static_cast<T*>(a.out) = from_acc<T>(acc_t<T>(S(total / double(kept))));
+  }
   if (first_bad == kNoBadTarget) return;
   if (atomicCAS(check.claim, 0ull, check.id) != 0ull) return;  // an earlier error is still to be raised
   check.record->position = static_cast<long long>(first_bad);

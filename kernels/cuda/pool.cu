@@ -195,8 +195,10 @@ bool fits_int32(const PoolArgs& a) {
   const int64_t reach = std::max(a.h, a.w) + std::max(a.padding_h, a.padding_w) + span +
                         std::max(a.out_h * a.stride_h, a.out_w * a.stride_w);
   // The grid-stride loops step past the last index by up to 2^28 (blocks_for caps the grid).
+  const int64_t largest_param = std::max({a.kernel_h, a.kernel_w, a.stride_h, a.stride_w, a.padding_h, a.padding_w,
+                                          a.dilation_h, a.dilation_w});
   return std::max(a.planes * a.h * a.w, a.planes * a.out_h * a.out_w) < INT32_MAX - (int64_t(1) << 28) &&
-         reach < INT32_MAX / 2;
+         reach < INT32_MAX / 2 && largest_param < INT32_MAX / 2;
 }
 
 // f.template operator()<I>() with I = int32_t where fits_int32(a), else int64_t.

@@ -97,15 +97,33 @@ TEST(CrossEntropyLoss, SecondOrderGradientsThroughCreateGraph) {
   Tensor t = from_vector<int64_t>({1, 3, -100, 0});
   Generator g(5);
   Tensor w = randn({4, 4}, DType::Float64, kCPU, &g);
-  for (Reduction r : {Reduction::Mean, Reduction::Sum}) {
-    EXPECT_TRUE(testing::gradcheck(
-        [&](const TensorList& in) {
-          Tensor loss = cross_entropy_loss(in[0], t, -100, 0.1, r);
-          return autograd::grad({loss}, {in[0]}, {}, false, /*create_graph=*/true)[0] * w;
-        },
-        {testing::random_leaf({4, 4}, 13)}))
-        << "reduction " << int(r);
+  for (bool transposed : {false, true}) {  // a non-contiguous view must stay connected too
+    for (Reduction r : {Reduction::Mean, Reduction::Sum}) {
+      EXPECT_TRUE(testing::gradcheck(
+          [&](const TensorList& in) {
+            Tensor logits = transposed ? in[0].t() : in[0];
+            Tensor loss = cross_entropy_loss(logits, t, -100, 0.1, r);
+            return autograd::grad({loss}, {in[0]}, {}, false, /*create_graph=*/true)[0] * w;
+          },
+          {testing::random_leaf({4, 4}, 13)}))
+          << "reduction " << int(r) << (transposed ? ", transposed logits" : "");
+    }
   }
+  // Every row ignored: the mean's gradient is 0 under create_graph as without it.
+  Tensor x = testing::random_leaf({3, 4}, 15);
+  Tensor loss = cross_entropy_loss(x, full({3}, -100, DType::Int64), -100, 0.1, Reduction::Mean);
+  Tensor grad = autograd::grad({loss}, {x}, {}, false, /*create_graph=*/true)[0];
+  EXPECT_TRUE(testing::tensors_close(grad, zeros({3, 4}, DType::Float64), {0, 0}));
+}
+
+// 4M float32 rows of loss log(2): a float running sum would round each
+// addend to the spacing of a total of millions; the kernel sums in double.
+TEST(CrossEntropyLoss, ManyRowsSumWithoutRoundingAway) {
+  const int64_t n = int64_t(1) << 22;
+  Tensor x = zeros({n, 2}, DType::Float32);
+  Tensor t = zeros({n}, DType::Int64);
+  EXPECT_NEAR(cross_entropy_loss(x, t, -100, 0, Reduction::Mean).item<double>(), std::log(2.0), 1e-6);
+  EXPECT_NEAR(cross_entropy_loss(x, t, -100, 0, Reduction::Sum).item<double>() / double(n), std::log(2.0), 1e-6);
 }
 
 TEST(CrossEntropyLoss, AllRowsIgnoredAndNoRows) {
