@@ -6,17 +6,14 @@
 #include <cmath>
 #include <limits>
 #include <string>
-#include <type_traits>
 
 #include "core/ops/cross_entropy_kernels.h"
 #include "core/ops/index_kernels.h"
 #include "core/ops.h"
+#include "kernels/acc_type.h"
 
 namespace ember::cpu {
 namespace {
-
-template <typename T>
-using stats_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
 template <typename I>
 void check_targets(const CrossEntropyArgs& a) {
@@ -31,7 +28,7 @@ void check_targets(const CrossEntropyArgs& a) {
 
 template <typename T, typename I>
 void forward(const CrossEntropyArgs& a) {
-  using S = stats_t<T>;
+  using S = acc_t<T>;  // the statistics dtype: float, or double for float64
   check_targets<I>(a);
   const T* x = static_cast<const T*>(a.logits);
   const I* t = static_cast<const I*>(a.target);
@@ -76,7 +73,7 @@ void forward(const CrossEntropyArgs& a) {
 
 template <typename T, typename I>
 void backward(const CrossEntropyArgs& a) {
-  using S = stats_t<T>;
+  using S = acc_t<T>;  // the statistics dtype: float, or double for float64
   const T* x = static_cast<const T*>(a.logits);
   const I* t = static_cast<const I*>(a.target);
   const S* lse = static_cast<const S*>(a.lse);
