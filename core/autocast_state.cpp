@@ -4,7 +4,7 @@
 
 #include <map>
 #include <memory>
-#include <utility>
+#include <tuple>
 
 #include "core/grad_mode.h"
 
@@ -22,10 +22,14 @@ struct CacheEntry {
   Tensor cast;
 };
 
+// Keyed by the leaf, the cast's dtype and whether the cast has an autograd
+// record (cast) or none (cast_without_history).
+using CacheKey = std::tuple<const TensorImpl*, DType, bool>;
+
 struct ThreadState {
   State state;
   int nesting = 0;
-  std::map<std::pair<const TensorImpl*, DType>, CacheEntry> cache;
+  std::map<CacheKey, CacheEntry> cache;
 };
 
 ThreadState& local() {
@@ -46,13 +50,32 @@ bool cacheable(const Tensor& t, const ThreadState& ts) {
          t.is_leaf() && t.requires_grad() && !t.impl()->is_view;
 }
 
-Tensor cached_cast(const Tensor& t, DType dtype, ThreadState& ts) {
-  CacheEntry& e = ts.cache[{t.impl(), dtype}];
+Tensor cached_cast(const Tensor& t, DType dtype, bool with_history, ThreadState& ts) {
+  CacheEntry& e = ts.cache[{t.impl(), dtype, with_history}];
   if (e.cast.defined() && e.leaf.lock() == t.impl_ptr() && e.version == t.version()) return e.cast;
   e.leaf = t.impl_ptr();
   e.version = t.version();
-  e.cast = t.to(dtype);
+  if (with_history) {
+    e.cast = t.to(dtype);
+  } else {
+    NoGradGuard no_grad;
+    e.cast = t.to(dtype);
+  }
   return e.cast;
+}
+
+// The cast of t under policy, with or without its autograd record.
+Tensor cast_to_policy(const Tensor& t, CastPolicy policy, bool with_history) {
+  if (!t.defined() || !is_floating(t.dtype()) || t.dtype() == DType::Float64) return t;
+  const DeviceType type = t.device().type;
+  if ((detail::enabled_mask & (1u << int(type))) == 0) return t;
+  ThreadState& ts = local();
+  const DType target = policy == CastPolicy::LowerPrecision ? ts.state.dtype[size_t(type)] : DType::Float32;
+  if (t.dtype() == target) return t;
+  if (policy == CastPolicy::LowerPrecision && cacheable(t, ts)) return cached_cast(t, target, with_history, ts);
+  if (with_history) return t.to(target);
+  NoGradGuard no_grad;
+  return t.to(target);
 }
 
 }  // namespace
@@ -79,15 +102,10 @@ void exit_region() {
 
 size_t cached_casts() { return local().cache.size(); }
 
-Tensor cast(const Tensor& t, CastPolicy policy) {
-  if (!t.defined() || !is_floating(t.dtype()) || t.dtype() == DType::Float64) return t;
-  const DeviceType type = t.device().type;
-  if ((detail::enabled_mask & (1u << int(type))) == 0) return t;
-  ThreadState& ts = local();
-  const DType target = policy == CastPolicy::LowerPrecision ? ts.state.dtype[size_t(type)] : DType::Float32;
-  if (t.dtype() == target) return t;
-  if (policy == CastPolicy::LowerPrecision && cacheable(t, ts)) return cached_cast(t, target, ts);
-  return t.to(target);
+Tensor cast(const Tensor& t, CastPolicy policy) { return cast_to_policy(t, policy, /*with_history=*/true); }
+
+Tensor cast_without_history(const Tensor& t, CastPolicy policy) {
+  return cast_to_policy(t, policy, /*with_history=*/false);
 }
 
 bool cast_inputs(CastPolicy policy, std::initializer_list<Tensor*> inputs) {

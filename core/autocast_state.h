@@ -22,9 +22,13 @@
 //   with float32 parameters and statistics, computes the statistics in
 //   float32 and returns the input's dtype (core/ops.h).
 // - The cast is an ordinary differentiable Tensor::to, so gradients reach
-//   the float32 originals in float32. Within the outermost autocast region,
+//   the float32 originals in float32. linear instead multiplies by casts of
+//   its weight and bias made without history and gives their gradients in
+//   float32 itself (core/ops/linear.cpp), with no cast of them back. Within the outermost autocast region,
 //   the lower-precision cast of a float32 leaf that requires grad (a
-//   weight) is made once and reused (PyTorch's autocast cache), as long as
+//   weight) is made once and reused (PyTorch's autocast cache; once with
+//   its autograd record and once without, for the ops that take each), as
+//   long as
 //   grad mode is on, the cache is enabled and the leaf was not modified in
 //   place since; the cache is emptied when the outermost region ends
 //   (exit_region() bringing the nesting depth to 0). Under no_grad nothing
@@ -76,6 +80,10 @@ enum class CastPolicy { LowerPrecision, Float32 };
 
 // The cast of t under policy (t itself when it is not cast).
 Tensor cast(const Tensor& t, CastPolicy policy);
+// The same cast without an autograd record, for an op that sends the
+// gradient to t itself in t's dtype (linear: the float32 weight's gradient
+// comes straight out of its GEMM). Cached as cast() is, apart from it.
+Tensor cast_without_history(const Tensor& t, CastPolicy policy);
 // Replaces each input by its cast; true when any changed (the front-end
 // then calls itself again with the cast inputs).
 bool cast_inputs(CastPolicy policy, std::initializer_list<Tensor*> inputs);

@@ -156,8 +156,10 @@ enum class Reduction { None, Mean, Sum };
 // Cross-entropy of logits (N, C) against class indices (N) (int64 or
 // int32), fused (core/ops/cross_entropy_kernels.h): log-softmax, the target's
 // pick, label smoothing, ignore_index and the reduction in one forward pass
-// and one backward pass, on any float dtype (under autocast the logits are
-// cast to float32 first, as for every loss). The loss nn::functional::
+// and one backward pass, on any float dtype (under autocast the loss runs in
+// float32, as every loss does: float16 and bfloat16 logits are read as they
+// are, in float32 arithmetic, and the loss is float32; their gradient is of
+// their dtype). The loss nn::functional::
 // cross_entropy computes for such inputs; a target outside [0, C) other than
 // ignore_index is an ember::Error naming it (on a GPU raised by the next call
 // that waits for the device).

@@ -112,16 +112,17 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const NLLLossOptions&
 }
 
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyOptions& options) {
-  if (autocast_state::any_enabled()) [[unlikely]] {  // losses run in float32 under autocast
-    Tensor c0 = input, c1 = target;
-    if (autocast_state::float32_inputs({&c0, &c1})) return cross_entropy(c0, c1, options);
-  }
   const double e = options.label_smoothing;
   EMBER_CHECK(e >= 0.0 && e <= 1.0, "cross_entropy: label_smoothing must be in [0, 1], got " << e);
   auto [in, tg] = batched("cross_entropy", input, target);
   if (in.dim() == 2 && (tg.dtype() == DType::Int64 || tg.dtype() == DType::Int32)) {
+    // The fused loss runs in float32 under autocast itself.
     Tensor loss = cross_entropy_loss(in, tg, options.ignore_index, e, options.reduction);
     return input.dim() == 1 && options.reduction == Reduction::None ? loss.squeeze(0) : loss;
+  }
+  if (autocast_state::any_enabled()) [[unlikely]] {  // losses run in float32 under autocast
+    Tensor c0 = input, c1 = target;
+    if (autocast_state::float32_inputs({&c0, &c1})) return cross_entropy(c0, c1, options);
   }
   Tensor logp = log_softmax(in, 1);
   Picked p = pick_targets("cross_entropy", logp, tg, options.ignore_index);

@@ -19,7 +19,9 @@
 //   tracker (as PyTorch's) and one int64 skipped-step counter in device memory, and at the
 //   float32 found-inf flag (non-zero: the step saw an inf or NaN). The rule
 //   is update_scale_rule() of kernels/amp_math.h, shared by the CPU and
-//   CUDA kernels.
+//   CUDA kernels. It also writes inv_scale (one float32) = 1.0f / the new
+//   scale, in float32 as torch.reciprocal would, for the next step's
+//   unscale.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +34,7 @@ namespace ember::amp {
 struct ScaleState {
   int device = 0;                  // CUDA device index (0 on the CPU)
   float* scale = nullptr;          // ()
+  float* inv_scale = nullptr;      // (): 1 / scale, written after the update
   int32_t* growth_tracker = nullptr;
   int64_t* skipped = nullptr;
   const float* found_inf = nullptr;

@@ -46,10 +46,11 @@ void check(const Tensor& logits, const Tensor& target, double smoothing) {
 }
 
 CrossEntropyArgs make_args(const Tensor& x, const Tensor& t, int64_t ignore_index, double smoothing,
-                           Reduction reduction) {
+                           Reduction reduction, DType out_dtype) {
   CrossEntropyArgs a;
   a.device = x.device().index;
   a.dtype = x.dtype();
+  a.out_dtype = out_dtype;
   a.target_dtype = t.dtype();
   a.n = x.size(0);
   a.c = x.size(1);
@@ -81,14 +82,16 @@ Tensor composed_grad(const Tensor& logits, const Tensor& target, int64_t ignore_
 
 Tensor cross_entropy_loss(const Tensor& logits, const Tensor& target, int64_t ignore_index, double label_smoothing,
                           Reduction reduction) {
-  if (autocast_state::any_enabled()) [[unlikely]] {  // losses run in float32 under autocast
-    Tensor cl = logits, ct = target;
-    if (autocast_state::float32_inputs({&cl, &ct})) {
-      return cross_entropy_loss(cl, ct, ignore_index, label_smoothing, reduction);
-    }
-  }
   check(logits, target, label_smoothing);
   const Device device = logits.device();
+  // Losses run in float32 under autocast: 16-bit logits are read as they
+  // are (the kernels compute in float32 anyway) and the loss is float32, so
+  // no cast of the logits, or of their gradient back, runs.
+  DType out_dtype = logits.dtype();
+  if (autocast_state::any_enabled() && autocast_state::is_enabled(device.type) &&
+      (out_dtype == DType::Float16 || out_dtype == DType::BFloat16)) [[unlikely]] {
+    out_dtype = DType::Float32;
+  }
   const int64_t n = logits.size(0), c = logits.size(1);
   Tensor x, t;
   {
@@ -98,9 +101,9 @@ Tensor cross_entropy_loss(const Tensor& logits, const Tensor& target, int64_t ig
   }
   const DType stats = cross_entropy_stats_dtype(x.dtype());
   Tensor lse = empty({n}, stats, device), count = empty({}, stats, device);
-  Tensor out = empty(reduction == Reduction::None ? Shape{n} : Shape{}, x.dtype(), device);
+  Tensor out = empty(reduction == Reduction::None ? Shape{n} : Shape{}, out_dtype, device);
   if (n > 0) {
-    CrossEntropyArgs a = make_args(x, t, ignore_index, label_smoothing, reduction);
+    CrossEntropyArgs a = make_args(x, t, ignore_index, label_smoothing, reduction, out_dtype);
     a.lse = lse.data_ptr();
     a.count = count.data_ptr();
     a.out = out.data_ptr();
@@ -130,7 +133,7 @@ Tensor cross_entropy_loss(const Tensor& logits, const Tensor& target, int64_t ig
       Tensor dx = empty({n, c}, xv.dtype(), xv.device());
       if (n > 0) {
         Tensor lse_v = slse.unpack(node), count_v = scount.unpack(node);
-        CrossEntropyArgs a = make_args(xv, tv, ignore_index, label_smoothing, reduction);
+        CrossEntropyArgs a = make_args(xv, tv, ignore_index, label_smoothing, reduction, out_dtype);
         a.lse = lse_v.data_ptr();
         a.count = count_v.data_ptr();
         a.grad = grad.data_ptr();

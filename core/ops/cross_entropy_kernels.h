@@ -14,6 +14,9 @@
 //   one; the CUDA kernels find the first bad one on the device and report it
 //   as the index checks of core/cuda/index_error.h do (raised by the next
 //   call that waits for the device), treating its row as ignored meanwhile.
+// - out and grad are of out_dtype: `dtype`, or float32 for float16 and
+//   bfloat16 logits (the loss of half logits under autocast, which runs in
+//   float32); grad_logits is always of `dtype`.
 // - forward writes lse[i] = log(sum_j exp(x_ij)) (S, computed from the row
 //   max), and
 //     loss_i = (1 - e) * (lse_i - x_it) + e / c * sum_j (lse_i - x_ij)
@@ -29,15 +32,19 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "core/dtype.h"
+#include "core/error.h"
+#include "core/half.h"
 #include "core/kernel_stub.h"
 
 namespace ember {
 
 struct CrossEntropyArgs {
   int device = 0;
-  DType dtype = DType::Float32;         // logits, out, grad, grad_logits
+  DType dtype = DType::Float32;         // logits, grad_logits
+  DType out_dtype = DType::Float32;     // out, grad: dtype, or float32 for 16-bit logits
   DType target_dtype = DType::Int64;
   int64_t n = 0, c = 0;
   int64_t ignore_index = -100;
@@ -47,13 +54,24 @@ struct CrossEntropyArgs {
   const void* target = nullptr;
   void* lse = nullptr;                  // (n), S: written by forward, read by backward
   void* count = nullptr;                // (1), S: likewise
-  void* out = nullptr;                  // forward: (n) or (1), dtype
-  const void* grad = nullptr;           // backward: (n) or (1), dtype
+  void* out = nullptr;                  // forward: (n) or (1), out_dtype
+  const void* grad = nullptr;           // backward: (n) or (1), out_dtype
   void* grad_logits = nullptr;          // backward: (n, c), dtype
 };
 
 // The dtype of lse and count for a logits dtype.
 inline DType cross_entropy_stats_dtype(DType t) { return t == DType::Float64 ? DType::Float64 : DType::Float32; }
+
+// Calls f.template operator()<O>() with O the C++ type of a.out_dtype, which
+// is T (the logits' type) or float; an ember::Error for any other pairing.
+template <typename T, typename F>
+void dispatch_cross_entropy_out(const CrossEntropyArgs& a, F&& f) {
+  if (a.out_dtype == a.dtype) return f.template operator()<T>();
+  EMBER_CHECK(a.out_dtype == DType::Float32 && (a.dtype == DType::Float16 || a.dtype == DType::BFloat16),
+              "cross_entropy: a loss of " << dtype_name(a.out_dtype) << " from logits of " << dtype_name(a.dtype)
+                                          << "; it takes the logits' dtype, or float32 for 16-bit logits");
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) f.template operator()<float>();
+}
 
 using CrossEntropyKernelFn = void(const CrossEntropyArgs& args);
 extern KernelStub<CrossEntropyKernelFn> cross_entropy_forward_stub;

@@ -90,6 +90,25 @@ extern KernelStub<GemmKernelFn> gemm_stub;
 using GemmBiasKernelFn = bool(const GemmArgs& args, const void* bias);
 extern KernelStub<GemmBiasKernelFn> gemm_bias_stub;
 
+// The bias-gradient-epilogue GEMM (linear's weight and bias gradients in one
+// pass): for one matrix (batch 1), alpha 1 and beta 0,
+//
+//   C = op(A) * op(B)                and, when bias_grad is not null,
+//   bias_grad[i] = sum_p op(A)(i, p)  for i in [0, m)
+//
+// A and B are of `dtype`; C and bias_grad (a dense vector of m elements) are
+// of c_dtype, which is `dtype`, or float32 when `dtype` is float16 or
+// bfloat16 (the float32 gradients of float32 weights that autocast
+// multiplies in half precision). Products and sums accumulate in the compute
+// type (float for the 16-bit types) and are rounded once into c_dtype. A
+// kernel may decline as gemm_bias_stub's does (returns false having written
+// nothing); the CPU kernel never declines.
+using GemmBiasGradKernelFn = bool(const GemmArgs& args, DType c_dtype, void* bias_grad);
+extern KernelStub<GemmBiasGradKernelFn> gemm_bias_grad_stub;
+// The checks each gemm_bias_grad kernel makes first (an ember::Error naming
+// the problem when the arguments break the contract above).
+void check_gemm_bias_grad(const GemmArgs& args, DType c_dtype);
+
 // "float16 C [3 x 7 x 5] = op(A) [7 x 33] * op(B) [33 x 5] (A^T lda 7 batch
 // stride 0, B ldb 5 batch stride 165, C ldc 5 batch stride 35)": the problem,
 // for the errors of kernels that fail on it.

@@ -26,7 +26,7 @@ void check_targets(const CrossEntropyArgs& a) {
   }
 }
 
-template <typename T, typename I>
+template <typename T, typename I, typename O>
 void forward(const CrossEntropyArgs& a) {
   using S = acc_t<T>;  // the statistics dtype: float, or double for float64
   check_targets<I>(a);
@@ -61,23 +61,23 @@ void forward(const CrossEntropyArgs& a) {
       kept += 1;
     }
     if (a.reduction == int(Reduction::None)) {
-      static_cast<T*>(a.out)[i] = T(loss);
+      static_cast<O*>(a.out)[i] = O(loss);
     } else {
       total += loss;
     }
   }
   *static_cast<S*>(a.count) = S(kept);
-  if (a.reduction == int(Reduction::Sum)) *static_cast<T*>(a.out) = T(S(total));
-  if (a.reduction == int(Reduction::Mean)) *static_cast<T*>(a.out) = T(S(total / double(kept)));
+  if (a.reduction == int(Reduction::Sum)) *static_cast<O*>(a.out) = O(S(total));
+  if (a.reduction == int(Reduction::Mean)) *static_cast<O*>(a.out) = O(S(total / double(kept)));
 }
 
-template <typename T, typename I>
+template <typename T, typename I, typename O>
 void backward(const CrossEntropyArgs& a) {
   using S = acc_t<T>;  // the statistics dtype: float, or double for float64
   const T* x = static_cast<const T*>(a.logits);
   const I* t = static_cast<const I*>(a.target);
   const S* lse = static_cast<const S*>(a.lse);
-  const T* grad = static_cast<const T*>(a.grad);
+  const O* grad = static_cast<const O*>(a.grad);
   T* dx = static_cast<T*>(a.grad_logits);
   const S e = S(a.smoothing), uniform = e / S(a.c);
   const S scale = a.reduction == int(Reduction::Mean) ? S(1) / *static_cast<const S*>(a.count) : S(1);
@@ -96,13 +96,17 @@ void backward(const CrossEntropyArgs& a) {
 
 void forward_kernel(const CrossEntropyArgs& a) {
   EMBER_DISPATCH_FLOAT(a.dtype, "cross_entropy", [&]<typename T>() {
-    dispatch_index(a.target_dtype, "cross_entropy", [&]<typename I>() { forward<T, I>(a); });
+    dispatch_index(a.target_dtype, "cross_entropy", [&]<typename I>() {
+      dispatch_cross_entropy_out<T>(a, [&]<typename O>() { forward<T, I, O>(a); });
+    });
   });
 }
 
 void backward_kernel(const CrossEntropyArgs& a) {
   EMBER_DISPATCH_FLOAT(a.dtype, "cross_entropy_backward", [&]<typename T>() {
-    dispatch_index(a.target_dtype, "cross_entropy_backward", [&]<typename I>() { backward<T, I>(a); });
+    dispatch_index(a.target_dtype, "cross_entropy_backward", [&]<typename I>() {
+      dispatch_cross_entropy_out<T>(a, [&]<typename O>() { backward<T, I, O>(a); });
+    });
   });
 }
 

@@ -30,16 +30,13 @@ constexpr int64_t kWarpClasses = 1024;
 constexpr int kFinishThreads = 1024;
 constexpr unsigned long long kNoBadTarget = ~0ull;
 
-template <typename T>
-using stats_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
-
 template <typename I>
 __device__ __forceinline__ bool kept_target(const CrossEntropyArgs& a, I t) {
   return int64_t(t) != a.ignore_index && t >= 0 && int64_t(t) < a.c;
 }
 
 // The row's loss from its max m, sum of exp(x - m) and sum of (x - m).
-template <typename T, typename I, typename S>
+template <typename T, typename I, typename O, typename S>
 __device__ __forceinline__ void write_row(const CrossEntropyArgs& a, int64_t i, S m, S sum_exp, S sum_shifted,
                                           S* row_loss) {
   const S log_sum = ::log(sum_exp), e = S(a.smoothing), c = S(a.c);
@@ -51,7 +48,7 @@ __device__ __forceinline__ void write_row(const CrossEntropyArgs& a, int64_t i, 
     loss = (S(1) - e) * (log_sum - (xt - m)) + e / c * (c * log_sum - sum_shifted);
   }
   if (a.reduction == int(Reduction::None)) {
-    static_cast<T*>(a.out)[i] = from_acc<T>(acc_t<T>(loss));
+    static_cast<O*>(a.out)[i] = from_acc<O>(acc_t<O>(loss));
   } else {
     row_loss[i] = loss;
   }
@@ -62,9 +59,9 @@ __device__ __forceinline__ S max_nan(S m, S v) {
   return (m == m && (v > m || v != v)) ? v : m;  // a NaN, once the max, stays
 }
 
-template <typename T, typename I>
-__global__ void warp_rows_kernel(CrossEntropyArgs a, stats_t<T>* row_loss) {
-  using S = stats_t<T>;
+template <typename T, typename I, typename O>
+__global__ void warp_rows_kernel(CrossEntropyArgs a, acc_t<T>* row_loss) {
+  using S = acc_t<T>;
   const int lane = threadIdx.x & 31;
   const int64_t i = int64_t(blockIdx.x) * (kThreads / 32) + (threadIdx.x >> 5);
   if (i >= a.n) return;  // whole warps leave together
@@ -80,12 +77,12 @@ __global__ void warp_rows_kernel(CrossEntropyArgs a, stats_t<T>* row_loss) {
   }
   sum_exp = warp_sum(sum_exp);
   sum_shifted = warp_sum(sum_shifted);
-  if (lane == 0) write_row<T, I, S>(a, i, m, sum_exp, sum_shifted, row_loss);
+  if (lane == 0) write_row<T, I, O, S>(a, i, m, sum_exp, sum_shifted, row_loss);
 }
 
-template <typename T, typename I>
-__global__ void block_rows_kernel(CrossEntropyArgs a, stats_t<T>* row_loss) {
-  using S = stats_t<T>;
+template <typename T, typename I, typename O>
+__global__ void block_rows_kernel(CrossEntropyArgs a, acc_t<T>* row_loss) {
+  using S = acc_t<T>;
   __shared__ S shared[32];
   const int64_t i = blockIdx.x;
   const T* row = static_cast<const T*>(a.logits) + i * a.c;
@@ -100,13 +97,13 @@ __global__ void block_rows_kernel(CrossEntropyArgs a, stats_t<T>* row_loss) {
   }
   sum_exp = block_sum(sum_exp, shared);
   sum_shifted = block_sum(sum_shifted, shared);
-  if (threadIdx.x == 0) write_row<T, I, S>(a, i, m, sum_exp, sum_shifted, row_loss);
+  if (threadIdx.x == 0) write_row<T, I, O, S>(a, i, m, sum_exp, sum_shifted, row_loss);
 }
 
-template <typename T, typename I>
+template <typename T, typename I, typename O>
 __global__ void __launch_bounds__(kFinishThreads)
-    finish_kernel(CrossEntropyArgs a, const stats_t<T>* row_loss, IndexCheckTarget check) {
-  using S = stats_t<T>;
+    finish_kernel(CrossEntropyArgs a, const acc_t<T>* row_loss, IndexCheckTarget check) {
+  using S = acc_t<T>;
   // The count in 64-bit integers and the losses in double: exact counts and
   // no small loss rounded away however many rows there are.
   __shared__ long long shared_count[32];
@@ -130,9 +127,9 @@ __global__ void __launch_bounds__(kFinishThreads)
   total = block_sum(total, shared_total);  // block_sum synchronizes: first_bad is final
   if (threadIdx.x != 0) return;
   *static_cast<S*>(a.count) = S(kept);
-  if (a.reduction == int(Reduction::Sum)) *static_cast<T*>(a.out) = from_acc<T>(acc_t<T>(S(total)));
+  if (a.reduction == int(Reduction::Sum)) *static_cast<O*>(a.out) = from_acc<O>(acc_t<O>(S(total)));
   if (a.reduction == int(Reduction::Mean)) {
-    *static_cast<T*>(a.out) = from_acc<T>(acc_t<T>(S(total / double(kept))));
+    *static_cast<O*>(a.out) = from_acc<O>(acc_t<O>(S(total / double(kept))));
   }
   if (first_bad == kNoBadTarget) return;
   if (atomicCAS(check.claim, 0ull, check.id) != 0ull) return;  // an earlier error is still to be raised
@@ -142,16 +139,16 @@ __global__ void __launch_bounds__(kFinishThreads)
   *reinterpret_cast<volatile unsigned long long*>(&check.record->id) = check.id;
 }
 
-template <typename T, typename I, typename Index>
+template <typename T, typename I, typename O, typename Index>
 __global__ void backward_kernel(CrossEntropyArgs a) {
-  using S = stats_t<T>;
+  using S = acc_t<T>;
   const Index total = Index(a.n) * Index(a.c), c = Index(a.c);
   const S e = S(a.smoothing), uniform = e / S(a.c);
   const S scale = a.reduction == int(Reduction::Mean) ? S(1) / *static_cast<const S*>(a.count) : S(1);
   const T* x = static_cast<const T*>(a.logits);
   const I* t = static_cast<const I*>(a.target);
   const S* lse = static_cast<const S*>(a.lse);
-  const T* grad = static_cast<const T*>(a.grad);
+  const O* grad = static_cast<const O*>(a.grad);
   T* dx = static_cast<T*>(a.grad_logits);
   for (Index k = Index(blockIdx.x) * kThreads + threadIdx.x; k < total; k += Index(gridDim.x) * kThreads) {
     const Index i = k / c, j = k - i * c;
@@ -173,22 +170,27 @@ void forward(const CrossEntropyArgs& a) {
   cudaStream_t stream = current_stream(a.device).handle();
   EMBER_DISPATCH_FLOAT(a.dtype, "cross_entropy", [&]<typename T>() {
     dispatch_index(a.target_dtype, "cross_entropy", [&]<typename I>() {
-      using S = stats_t<T>;
-      raise_pending_index_error();
-      Tensor row_loss;
-      if (a.reduction != int(Reduction::None)) row_loss = empty({a.n}, cross_entropy_stats_dtype(a.dtype), cuda_device(a.device));
-      S* losses = row_loss.defined() ? static_cast<S*>(row_loss.data_ptr()) : nullptr;
-      if (a.c <= kWarpClasses) {
-        const int64_t rows_per_block = kThreads / 32;
-        warp_rows_kernel<T, I><<<unsigned((a.n + rows_per_block - 1) / rows_per_block), kThreads, 0, stream>>>(a, losses);
-      } else {
-        block_rows_kernel<T, I><<<unsigned(a.n), kThreads, 0, stream>>>(a, losses);
-      }
-      EMBER_CUDA_CHECK_LAUNCH();
-      const IndexCheckTarget check = begin_index_check(a.device, "cross_entropy", 1, a.c);
-      finish_kernel<T, I><<<1, kFinishThreads, 0, stream>>>(a, losses, check);
-      EMBER_CUDA_CHECK_LAUNCH();
-      raise_pending_index_error();
+      dispatch_cross_entropy_out<T>(a, [&]<typename O>() {
+        using S = acc_t<T>;
+        raise_pending_index_error();
+        Tensor row_loss;
+        if (a.reduction != int(Reduction::None)) {
+          row_loss = empty({a.n}, cross_entropy_stats_dtype(a.dtype), cuda_device(a.device));
+        }
+        S* losses = row_loss.defined() ? static_cast<S*>(row_loss.data_ptr()) : nullptr;
+        if (a.c <= kWarpClasses) {
+          const int64_t rows_per_block = kThreads / 32;
+          const unsigned blocks = unsigned((a.n + rows_per_block - 1) / rows_per_block);
+          warp_rows_kernel<T, I, O><<<blocks, kThreads, 0, stream>>>(a, losses);
+        } else {
+          block_rows_kernel<T, I, O><<<unsigned(a.n), kThreads, 0, stream>>>(a, losses);
+        }
+        EMBER_CUDA_CHECK_LAUNCH();
+        const IndexCheckTarget check = begin_index_check(a.device, "cross_entropy", 1, a.c);
+        finish_kernel<T, I, O><<<1, kFinishThreads, 0, stream>>>(a, losses, check);
+        EMBER_CUDA_CHECK_LAUNCH();
+        raise_pending_index_error();
+      });
     });
   });
 }
@@ -198,13 +200,15 @@ void backward(const CrossEntropyArgs& a) {
   cudaStream_t stream = current_stream(a.device).handle();
   EMBER_DISPATCH_FLOAT(a.dtype, "cross_entropy_backward", [&]<typename T>() {
     dispatch_index(a.target_dtype, "cross_entropy_backward", [&]<typename I>() {
-      const int64_t total = a.n * a.c;
-      if (total < INT32_MAX - (int64_t(1) << 28)) {
-        backward_kernel<T, I, uint32_t><<<grid_for(total), kThreads, 0, stream>>>(a);
-      } else {
-        backward_kernel<T, I, int64_t><<<grid_for(total), kThreads, 0, stream>>>(a);
-      }
-      EMBER_CUDA_CHECK_LAUNCH();
+      dispatch_cross_entropy_out<T>(a, [&]<typename O>() {
+        const int64_t total = a.n * a.c;
+        if (total < INT32_MAX - (int64_t(1) << 28)) {
+          backward_kernel<T, I, O, uint32_t><<<grid_for(total), kThreads, 0, stream>>>(a);
+        } else {
+          backward_kernel<T, I, O, int64_t><<<grid_for(total), kThreads, 0, stream>>>(a);
+        }
+        EMBER_CUDA_CHECK_LAUNCH();
+      });
     });
   });
 }

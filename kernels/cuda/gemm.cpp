@@ -47,7 +47,7 @@ void cublas_gemm(const GemmArgs& g) {
 
   DeviceGuard guard(g.device);
   try {
-    if (lt_matmul(g, nullptr)) return;
+    if (lt_matmul(g, LtEpilogue{g.dtype})) return;
     cublasHandle_t handle = blas_handle(g.device);
     if (fits_int(g) && g.batch == 1) {
       EMBER_CUBLAS_CHECK(cublasGemmEx(handle, op_b, op_a, int(g.n), int(g.m), int(g.k), alpha, g.b, type,

@@ -3,9 +3,10 @@
 //
 // The operands are swapped as for cuBLAS: cublasLt's A is our b, its B our
 // a, and each layout is the stored row-major matrix read column-major (rows
-// = stored columns) with our leading dim; the bias runs along cublasLt's
-// rows, our columns. The heuristic is told the real alignment of every
-// pointer (its default assumes 256 bytes).
+// = stored columns) with our leading dim. The heuristic is told the real alignment of every
+// pointer (its default assumes 256 bytes). A bias runs along cublasLt's
+// rows, our columns; a bias gradient is BGRADB, the sums of cublasLt's B
+// (our op(A)) over k, one per column of its D (our rows).
 #include "kernels/cuda/lt_matmul.h"
 
 #include <cuda_runtime_api.h>
@@ -16,12 +17,14 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
 #include "core/allocator.h"
 #include "core/cuda/cublas_check.h"
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/event.h"
 #include "core/cuda/graph.h"
 #include "core/cuda/stream.h"
 #include "core/ops.h"
@@ -31,7 +34,7 @@
 namespace ember::cuda {
 namespace {
 
-// Owners of cublasLt descriptors and CUDA events; a destructor never throws.
+// Owners of cublasLt descriptors; a destructor never throws.
 struct MatmulDesc {
   cublasLtMatmulDesc_t desc = nullptr;
   ~MatmulDesc() {
@@ -58,16 +61,6 @@ struct Preference {
   }
 };
 
-struct TimingEvent {
-  cudaEvent_t event = nullptr;
-  TimingEvent() { EMBER_CUDA_CHECK(cudaEventCreate(&event)); }
-  ~TimingEvent() {
-    if (event) cudaEventDestroy(event);
-  }
-  TimingEvent(const TimingEvent&) = delete;
-  TimingEvent& operator=(const TimingEvent&) = delete;
-};
-
 template <typename V>
 void set(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, const V& value) {
   EMBER_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, attr, &value, sizeof(value)));
@@ -88,9 +81,10 @@ uint32_t alignment(const void* p) {
 
 // Leading dims below the stored rows' widths are left to cuBLAS, whose
 // error names them.
-bool lt_suits(const GemmArgs& g) {
+bool lt_suits(const GemmArgs& g, const LtEpilogue& e) {
   constexpr int64_t kMaxDim = 65535 * 32;
-  return is_floating(g.dtype) && g.batch == 1 && g.m > 1 && g.n > 1 && g.k > 1 && g.m < kMaxDim &&
+  const bool half = g.dtype == DType::Float16 || g.dtype == DType::BFloat16;
+  return is_floating(g.dtype) && (e.c_dtype == g.dtype || (half && e.c_dtype == DType::Float32)) && g.batch == 1 && g.m > 1 && g.n > 1 && g.k > 1 && g.m < kMaxDim &&
          g.n < kMaxDim && g.k < kMaxDim && g.lda >= (g.trans_a ? g.m : g.k) && g.ldb >= (g.trans_b ? g.k : g.n) &&
          g.ldc >= g.n;
 }
@@ -98,9 +92,9 @@ bool lt_suits(const GemmArgs& g) {
 // What the algorithm depends on; all fields one width, so the key has no
 // padding and compares and hashes as bytes.
 struct Problem {
-  int64_t device, dtype, compute_type, trans_a, trans_b, has_bias;
+  int64_t device, dtype, c_dtype, compute_type, trans_a, trans_b, epilogue;
   int64_t m, n, k, lda, ldb, ldc;
-  int64_t align_a, align_b, align_c, workspace;
+  int64_t align_a, align_b, align_c, align_vector, workspace;
   bool operator==(const Problem& o) const { return std::memcmp(this, &o, sizeof(Problem)) == 0; }
 };
 
@@ -125,10 +119,15 @@ std::unordered_map<Problem, Choice, ProblemHash>& choices() {
   return *map;
 }
 
+cublasLtEpilogue_t epilogue_of(const LtEpilogue& e) {
+  return e.bias ? CUBLASLT_EPILOGUE_BIAS : e.bias_grad ? CUBLASLT_EPILOGUE_BGRADB : CUBLASLT_EPILOGUE_DEFAULT;
+}
+
 // One GEMM's descriptors, operands and context: what a run of any
 // algorithm takes.
 struct Call {
   const GemmArgs& g;
+  DType c_dtype;
   LtContext lt;
   cudaStream_t stream;
   cublasLtMatmulDesc_t desc;
@@ -169,19 +168,18 @@ std::vector<cublasLtMatmulAlgo_t> candidates(const Call& call, const Problem& pr
   return algos;
 }
 
-size_t element_size(DType t) { return t == DType::Float64 ? 8 : t == DType::Float32 ? 4 : 2; }
-
 // The fastest of the candidates on this problem, timed on the call's stream;
 // the first one when none runs.
 cublasLtMatmulAlgo_t fastest(const Call& call, const std::vector<cublasLtMatmulAlgo_t>& algos) {
   constexpr int kTimedRuns = 3;
   const GemmArgs& g = call.g;
-  // beta == 0: C is write-only and the real call overwrites it; otherwise
-  // the runs must not touch the C they read.
-  const size_t scratch_bytes = g.beta != 0 ? size_t((g.m - 1) * g.ldc + g.n) * element_size(g.dtype) : 0;
+  // beta == 0: C is write-only and the real call overwrites it (a bias
+  // gradient too); otherwise the runs must not touch the C they read.
+  const size_t scratch_bytes = g.beta != 0 ? size_t((g.m - 1) * g.ldc + g.n) * dtype_size(call.c_dtype) : 0;
   const DataPtr scratch = allocator_for(DeviceType::CUDA).allocate(scratch_bytes, cuda_device(g.device));
   void* c = g.beta != 0 ? scratch.get() : g.c;
-  TimingEvent start, stop;
+  const Stream stream = current_stream(g.device);
+  Event start(/*enable_timing=*/true), stop(/*enable_timing=*/true);
   size_t best = 0;
   float best_ms = std::numeric_limits<float>::infinity();
   for (size_t i = 0; i < algos.size(); ++i) {
@@ -190,13 +188,11 @@ cublasLtMatmulAlgo_t fastest(const Call& call, const std::vector<cublasLtMatmulA
       cudaGetLastError();
       continue;
     }
-    EMBER_CUDA_CHECK(cudaEventRecord(start.event, call.stream));
+    start.record(stream);
     bool ran = true;
     for (int r = 0; r < kTimedRuns && ran; ++r) ran = call.run(algos[i], c) == CUBLAS_STATUS_SUCCESS;
-    EMBER_CUDA_CHECK(cudaEventRecord(stop.event, call.stream));
-    EMBER_CUDA_CHECK(cudaEventSynchronize(stop.event));
-    float ms = 0;
-    EMBER_CUDA_CHECK(cudaEventElapsedTime(&ms, start.event, stop.event));
+    stop.record(stream);
+    const float ms = start.elapsed_time(stop);
     if (!ran) cudaGetLastError();
     if (ran && ms < best_ms) {
       best_ms = ms;
@@ -213,14 +209,15 @@ Choice choose(const Call& call, const Problem& problem) {
   return Choice{true, fastest(call, algos)};
 }
 
-Problem problem_of(const GemmArgs& g, bool has_bias, size_t workspace) {
+Problem problem_of(const GemmArgs& g, const LtEpilogue& e, size_t workspace) {
   Problem problem;
   problem.device = g.device;
   problem.dtype = int(g.dtype);
+  problem.c_dtype = int(e.c_dtype);
   problem.compute_type = int(blas_compute_type(g.dtype));
   problem.trans_a = g.trans_a;
   problem.trans_b = g.trans_b;
-  problem.has_bias = has_bias;
+  problem.epilogue = int(epilogue_of(e));
   problem.m = g.m;
   problem.n = g.n;
   problem.k = g.k;
@@ -230,32 +227,33 @@ Problem problem_of(const GemmArgs& g, bool has_bias, size_t workspace) {
   problem.align_a = alignment(g.a);
   problem.align_b = alignment(g.b);
   problem.align_c = alignment(g.c);
+  problem.align_vector = e.bias ? alignment(e.bias) : e.bias_grad ? alignment(e.bias_grad) : 0;
   problem.workspace = int64_t(workspace);
   return problem;
 }
 
 // A problem's descriptors, made once per thread (creating and destroying
 // them cost microseconds of host time at every call), and its algorithm
-// once known. They are the thread's own, so setting the bias pointer, the
-// one attribute that changes from call to call, races with no other thread.
+// once known. They are the thread's own, so setting the bias (or bias
+// gradient) pointer, the one attribute that changes from call to call,
+// races with no other thread.
 struct Prepared {
-  Prepared(const GemmArgs& g, bool has_bias)
+  Prepared(const GemmArgs& g, const LtEpilogue& e)
       : a_layout(blas_type(g.dtype), g.trans_b ? g.k : g.n, g.trans_b ? g.n : g.k, g.ldb),  // our b
         b_layout(blas_type(g.dtype), g.trans_a ? g.m : g.k, g.trans_a ? g.k : g.m, g.lda),  // our a
-        c_layout(blas_type(g.dtype), g.n, g.m, g.ldc) {
+        c_layout(blas_type(e.c_dtype), g.n, g.m, g.ldc) {
     const cudaDataType_t scale_type = g.dtype == DType::Float64 ? CUDA_R_64F : CUDA_R_32F;
     EMBER_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc.desc, blas_compute_type(g.dtype), scale_type));
     set(desc.desc, CUBLASLT_MATMUL_DESC_TRANSA, g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N);
     set(desc.desc, CUBLASLT_MATMUL_DESC_TRANSB, g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N);
-    if (has_bias) {
-      set(desc.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
-      set(desc.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t(blas_type(g.dtype)));
+    if (const cublasLtEpilogue_t epilogue = epilogue_of(e); epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
+      set(desc.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue);
+      set(desc.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t(blas_type(e.c_dtype)));
     }
   }
   MatmulDesc desc;
   Layout a_layout, b_layout, c_layout;
-  Choice choice;
-  bool chosen = false;
+  std::optional<Choice> choice;  // empty until known
 };
 
 std::unordered_map<Problem, std::unique_ptr<Prepared>, ProblemHash>& thread_prepared() {
@@ -265,15 +263,17 @@ std::unordered_map<Problem, std::unique_ptr<Prepared>, ProblemHash>& thread_prep
 
 }  // namespace
 
-bool lt_matmul(const GemmArgs& g, const void* bias) {
-  if (!lt_suits(g)) return false;
+bool lt_matmul(const GemmArgs& g, const LtEpilogue& e) {
+  if (!lt_suits(g, e)) return false;
   const LtContext lt = lt_handle(g.device);
-  const Problem problem = problem_of(g, bias != nullptr, lt.workspace_size);
+  const Problem problem = problem_of(g, e, lt.workspace_size);
   std::unique_ptr<Prepared>& slot = thread_prepared()[problem];
-  if (slot == nullptr) slot = std::make_unique<Prepared>(g, bias != nullptr);
+  if (slot == nullptr) slot = std::make_unique<Prepared>(g, e);
   Prepared& p = *slot;
-  if (bias != nullptr) set(p.desc.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+  if (e.bias != nullptr) set(p.desc.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, e.bias);
+  if (e.bias_grad != nullptr) set(p.desc.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, e.bias_grad);
   const Call call{g,
+                  e.c_dtype,
                   lt,
                   current_stream(g.device).handle(),
                   p.desc.desc,
@@ -281,24 +281,19 @@ bool lt_matmul(const GemmArgs& g, const void* bias) {
                   p.b_layout.layout,
                   p.c_layout.layout,
                   BlasScalars(g.dtype, g.alpha, g.beta)};
-  if (!p.chosen) {
-    bool known = false;
+  if (!p.choice) {
     {
       std::lock_guard<std::mutex> lock(choices_mutex);
-      if (auto it = choices().find(problem); it != choices().end()) {
-        p.choice = it->second;
-        known = true;
-      }
+      if (auto it = choices().find(problem); it != choices().end()) p.choice = it->second;
     }
-    if (!known) {
+    if (!p.choice) {
       const Choice mine = choose(call, problem);
       std::lock_guard<std::mutex> lock(choices_mutex);
       p.choice = choices().emplace(problem, mine).first->second;  // a choice another thread kept first wins
     }
-    p.chosen = true;
   }
-  if (!p.choice.found) return false;
-  EMBER_CUBLAS_CHECK(call.run(p.choice.algo, g.c));
+  if (!p.choice->found) return false;
+  EMBER_CUBLAS_CHECK(call.run(p.choice->algo, g.c));
   return true;
 }
 

@@ -1,21 +1,25 @@
-// One GEMM on cublasLt with an optional bias epilogue, and the choice of its
-// algorithm per problem. Internal to the CUDA kernels: gemm_stub's and
-// gemm_bias_stub's CUDA kernels call it.
+// One GEMM on cublasLt with an optional bias or bias-gradient epilogue, and
+// the choice of its algorithm per problem. Internal to the CUDA kernels:
+// gemm_stub's, gemm_bias_stub's and gemm_bias_grad_stub's CUDA kernels call
+// it.
 //
 // Contract:
-// - lt_matmul(g, bias) computes, for one matrix (g.batch == 1),
-//     C = alpha * op(A) * op(B) + beta * C (+ bias[j] in column j)
-//   exactly as gemm_stub's contract says (core/ops/gemm_kernels.h), with
-//   bias null or a dense vector of n elements of g.dtype added to the
-//   accumulator before the single rounding into C. It runs on the current
-//   stream of g.device (the caller holds a DeviceGuard for it) and returns
-//   true; or it declines, returns false and writes nothing: for non-floating
-//   dtypes, the shapes PyTorch also keeps off cublasLt (a dim of 1, or one of
-//   65535 * 32 or more), leading dims narrower than the rows they hold (the
-//   caller's cuBLAS fallback names those in its error), and when cublasLt
-//   offers no algorithm.
-// - The algorithm depends only on the problem (device, dtype, compute type,
-//   transposes, sizes, leading dims, pointer alignments, bias or not) and is
+// - lt_matmul(g, e) computes, for one matrix (g.batch == 1),
+//     C = alpha * op(A) * op(B) + beta * C
+//   exactly as gemm_stub's contract says (core/ops/gemm_kernels.h), with C of
+//   e.c_dtype (g.dtype, or float32 for float16 and bfloat16 A and B) and at
+//   most one epilogue: e.bias, a dense vector of n elements of e.c_dtype
+//   added in every row of C to the accumulator before the single rounding
+//   (cublasLt's BIAS), or e.bias_grad, a dense vector of m elements of
+//   e.c_dtype that receives the row sums of op(A) (BGRADB). It runs on the
+//   current stream of g.device (the caller holds a DeviceGuard for it) and
+//   returns true; or it declines, returns false and writes nothing: for
+//   non-floating dtypes, the shapes PyTorch also keeps off cublasLt (a dim
+//   of 1, or one of 65535 * 32 or more), leading dims narrower than the rows
+//   they hold (the caller's cuBLAS fallback names those in its error), and
+//   when cublasLt offers no algorithm.
+// - The algorithm depends only on the problem (device, dtypes, compute type,
+//   transposes, sizes, leading dims, pointer alignments, epilogue) and is
 //   chosen once per problem, then kept for the life of the process, so that
 //   every later call (and every replay of a graph that captured one) runs
 //   the same kernel and gives the same bits. Its cublasLt descriptors are
@@ -26,8 +30,8 @@
 //   copy of C when beta reads it) and keeps the fastest: that call waits for
 //   the device once. Otherwise, or when no candidate ran, the heuristic's
 //   first answer is kept.
-// - For float16 and bfloat16 only split-K schemes that reduce in the compute
-//   type (float) are allowed, so the result is rounded once.
+// - For float16 and bfloat16 operands only split-K schemes that reduce in
+//   the compute type (float) are allowed, so the result is rounded once.
 #pragma once
 
 #include "core/ops/gemm_kernels.h"
@@ -36,6 +40,14 @@ namespace ember::cuda {
 
 inline constexpr int kCandidates = 8;
 
-bool lt_matmul(const GemmArgs& g, const void* bias);
+// What C is and what the GEMM's epilogue adds (at most one of bias and
+// bias_grad).
+struct LtEpilogue {
+  DType c_dtype;
+  const void* bias = nullptr;
+  void* bias_grad = nullptr;
+};
+
+bool lt_matmul(const GemmArgs& g, const LtEpilogue& e);
 
 }  // namespace ember::cuda

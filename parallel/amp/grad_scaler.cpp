@@ -66,7 +66,9 @@ Tensor GradScaler::scale(const Tensor& loss) {
                   << (loss.defined() ? describe(loss) : std::string("an undefined tensor")));
   if (!scale_.defined()) {
     const Device d = loss.device();
-    scale_ = full({}, pending_scale_, DType::Float32, d);
+    scale_ = empty({}, DType::Float32, d);
+    inv_scale_ = empty({}, DType::Float32, d);
+    fill_scale(pending_scale_);
     growth_tracker_ = full({}, pending_tracker_, DType::Int32, d);
     skipped_ = zeros({}, DType::Int64, d);
   }
@@ -105,7 +107,7 @@ void GradScaler::check_and_unscale(optim::Optimizer& optimizer, PerOptimizer& st
     if (it == st.found_inf.end()) it = st.found_inf.insert(it, {device, zeros({}, DType::Float32, device)});
     TensorList dense;
     for (const Tensor& g : grads) dense.push_back(g.contiguous());
-    Tensor inv_scale = unscale ? reciprocal(scale_.to(device)).contiguous() : Tensor();
+    Tensor inv_scale = unscale ? inv_scale_.to(device) : Tensor();
     unscale_and_check(dense, device, dtype, inv_scale, it->second);
     if (unscale) {
       for (size_t i = 0; i < grads.size(); ++i) {
@@ -160,7 +162,7 @@ void GradScaler::step(optim::Optimizer& optimizer) {
     scaling.found_inf = found;
     if (!unscaled) {
       NoGradGuard no_grad;
-      scaling.inv_scale = reciprocal(scale_.to(device));
+      scaling.inv_scale = inv_scale_.to(device);
     }
     optimizer.step(scaling);
   } else {
@@ -187,11 +189,12 @@ void GradScaler::update() {
   ScaleState state;
   state.device = d.is_cuda() ? d.index : 0;
   state.scale = static_cast<float*>(scale_.data_ptr());
+  state.inv_scale = static_cast<float*>(inv_scale_.data_ptr());
   state.growth_tracker = static_cast<int32_t*>(growth_tracker_.data_ptr());
   state.skipped = static_cast<int64_t*>(skipped_.data_ptr());
   state.found_inf = static_cast<const float*>(found.data_ptr());
   update_scale_stub(d.type)(state, {o.growth_factor, o.backoff_factor, o.growth_interval, o.min_scale, o.max_scale});
-  for (const Tensor* t : {&scale_, &growth_tracker_, &skipped_}) t->storage()->bump_version();
+  for (const Tensor* t : {&scale_, &inv_scale_, &growth_tracker_, &skipped_}) t->storage()->bump_version();
   per_optimizer_.clear();
   // Replays of a CUDA graph run no host code: there the collapse is caught
   // by skipped_steps() and get_scale(), which check it too.
@@ -204,9 +207,14 @@ void GradScaler::update(double new_scale) {
   check_scale("update");
   EMBER_CHECK(new_scale > 0 && std::isfinite(new_scale),
               "GradScaler.update: the new scale must be positive and finite, but is " << new_scale);
-  NoGradGuard no_grad;
-  scale_.fill_(new_scale);
+  fill_scale(new_scale);
   per_optimizer_.clear();
+}
+
+void GradScaler::fill_scale(double scale) {
+  NoGradGuard no_grad;
+  scale_.fill_(scale);
+  inv_scale_.fill_(double(1.0f / float(scale)));  // as the update kernel computes it, in float32
 }
 
 void GradScaler::check_collapse(double scale) {
@@ -264,8 +272,8 @@ void GradScaler::load_state_dict(const GradScalerState& s) {
   pending_scale_ = s.scale;
   pending_tracker_ = s.growth_tracker;
   if (scale_.defined()) {
+    fill_scale(s.scale);
     NoGradGuard no_grad;
-    scale_.fill_(s.scale);
     growth_tracker_.fill_(s.growth_tracker);
   }
 }

@@ -129,9 +129,12 @@ class GradScaler {
   // multiplies them by it.
   void check_and_unscale(optim::Optimizer& optimizer, PerOptimizer& st, bool unscale);
   void check_collapse(double scale);
+  // Sets the scale on its device, and its reciprocal.
+  void fill_scale(double scale);
 
   GradScalerOptions options_;
   Tensor scale_;           // () float32 on the scale's device, undefined before the first scale()
+  Tensor inv_scale_;       // () float32 beside it: 1.0f / scale, kept with it (no reciprocal kernel per step)
   Tensor growth_tracker_;  // () int32 beside it
   Tensor skipped_;         // () int64 beside it
   double pending_scale_;   // for the first scale()

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/ops/gemm_kernels.h"
@@ -323,6 +324,141 @@ TEST(LinearGrad, EmptyBatch) {
   EXPECT_EQ(x.grad().shape(), (Shape{0, 3}));
   EXPECT_EQ(to_vector<double>(w.grad()), std::vector<double>(6, 0.0));
   EXPECT_EQ(to_vector<double>(b.grad()), std::vector<double>(2, 0.0));
+}
+
+// ---------------- the bias-gradient GEMM ----------------
+
+// C = op(A) op(B) and bias_grad = the row sums of op(A), against float64
+// loops, for every transpose, the operands' dtype or float32 for the 16-bit
+// types, with C and bias_grad poisoned (NaN) first so that an unwritten
+// element fails.
+TEST(GemmBiasGrad, CpuKernelGivesTheProductAndTheRowSumsOfOpA) {
+  const int64_t m = 7, n = 5, k = 9;
+  const std::pair<DType, DType> pairs[] = {{DType::Float32, DType::Float32}, {DType::Float64, DType::Float64},
+                                           {DType::Float16, DType::Float16}, {DType::Float16, DType::Float32},
+                                           {DType::BFloat16, DType::BFloat16}, {DType::BFloat16, DType::Float32}};
+  for (const auto& [dt, c_dt] : pairs) {
+    for (int flags = 0; flags < 4; ++flags) {
+      const bool ta = flags & 1, tb = flags & 2;
+      Tensor a = random({ta ? k : m, (ta ? m : k) + 2}, dt, 1), b = random({tb ? n : k, (tb ? k : n) + 1}, dt, 2);
+      Tensor c = full({m, n + 3}, std::nan(""), c_dt), bias_grad = full({m}, std::nan(""), c_dt);
+      GemmArgs g;
+      g.dtype = dt;
+      g.trans_a = ta, g.trans_b = tb;
+      g.m = m, g.n = n, g.k = k;
+      g.a = a.data_ptr(), g.lda = a.size(1);
+      g.b = b.data_ptr(), g.ldb = b.size(1);
+      g.c = c.data_ptr(), g.ldc = n + 3;
+      ASSERT_TRUE(gemm_bias_grad_stub(DeviceType::CPU)(g, c_dt, bias_grad.data_ptr()));
+      const std::vector<double> va = to_vector<double>(a), vb = to_vector<double>(b);
+      const std::vector<double> vc = to_vector<double>(c), vbias = to_vector<double>(bias_grad);
+      auto op_a = [&](int64_t i, int64_t p) { return va[size_t(ta ? p * g.lda + i : i * g.lda + p)]; };
+      auto op_b = [&](int64_t p, int64_t j) { return vb[size_t(tb ? j * g.ldb + p : p * g.ldb + j)]; };
+      // The inputs are exact in every dtype: the error is the final rounding
+      // into c_dt (and float32's running sums).
+      const double rtol = c_dt == DType::Float16 ? 1e-3 : c_dt == DType::BFloat16 ? 8e-3 : 1e-6;
+      const std::string what = std::string(dtype_name(dt)) + " -> " + dtype_name(c_dt) + " trans_a " +
+                               std::to_string(ta) + " trans_b " + std::to_string(tb);
+      for (int64_t i = 0; i < m; ++i) {
+        double row = 0, row_scale = 0;
+        for (int64_t p = 0; p < k; ++p) row += op_a(i, p), row_scale += std::fabs(op_a(i, p));
+        EXPECT_NEAR(vbias[size_t(i)], row, rtol * row_scale + 1e-12) << what << " bias_grad " << i;
+        for (int64_t j = 0; j < n; ++j) {
+          double dot = 0, scale = 0;
+          for (int64_t p = 0; p < k; ++p) dot += op_a(i, p) * op_b(p, j), scale += std::fabs(op_a(i, p) * op_b(p, j));
+          EXPECT_NEAR(vc[size_t(i * g.ldc + j)], dot, rtol * scale + 1e-12) << what << " C " << i << ", " << j;
+        }
+        for (int64_t j = n; j < n + 3; ++j) EXPECT_TRUE(std::isnan(vc[size_t(i * g.ldc + j)])) << what << " padding";
+      }
+      // Without a bias gradient, C alone.
+      Tensor c2 = full({m, n + 3}, std::nan(""), c_dt);
+      g.c = c2.data_ptr();
+      ASSERT_TRUE(gemm_bias_grad_stub(DeviceType::CPU)(g, c_dt, nullptr));
+      EXPECT_TRUE(equal(c2.narrow(1, 0, n), c.narrow(1, 0, n))) << what;
+    }
+  }
+}
+
+TEST(GemmBiasGrad, OtherDtypePairingsAndScalarsAreErrors) {
+  Tensor a = random({3, 4}), b = random({4, 2}), c = empty({3, 2});
+  GemmArgs g;
+  g.m = 3, g.n = 2, g.k = 4;
+  g.a = a.data_ptr(), g.lda = 4, g.b = b.data_ptr(), g.ldb = 2, g.c = c.data_ptr(), g.ldc = 2;
+  EXPECT_THAT(error_of([&] { gemm_bias_grad_stub(DeviceType::CPU)(g, DType::Float16, nullptr); }),
+              HasSubstr("gemm_bias_grad: C of float16 from operands of float32"));
+  g.alpha = 2;
+  EXPECT_THAT(error_of([&] { gemm_bias_grad_stub(DeviceType::CPU)(g, DType::Float32, nullptr); }),
+              HasSubstr("alpha 1 and beta 0, but got a batch of 1 with alpha 2"));
+}
+
+// Swaps the CPU bias-gradient GEMM for one that counts its calls and
+// forwards them.
+class GemmBiasGradSpy {
+ public:
+  GemmBiasGradSpy() : real_(gemm_bias_grad_stub(DeviceType::CPU)) {
+    real() = real_;
+    calls() = 0;
+    with_bias() = 0;
+    gemm_bias_grad_stub.set(DeviceType::CPU, &spy);
+  }
+  ~GemmBiasGradSpy() { gemm_bias_grad_stub.set(DeviceType::CPU, real_); }
+  GemmBiasGradSpy(const GemmBiasGradSpy&) = delete;
+  GemmBiasGradSpy& operator=(const GemmBiasGradSpy&) = delete;
+  static int& calls() {
+    static int n = 0;
+    return n;
+  }
+  static int& with_bias() {
+    static int n = 0;
+    return n;
+  }
+
+ private:
+  static GemmBiasGradKernelFn*& real() {
+    static GemmBiasGradKernelFn* fn = nullptr;
+    return fn;
+  }
+  static bool spy(const GemmArgs& g, DType c_dtype, void* bias_grad) {
+    ++calls();
+    with_bias() += bias_grad != nullptr;
+    return real()(g, c_dtype, bias_grad);
+  }
+  GemmBiasGradKernelFn* real_;
+};
+
+// Without create_graph, dW and db come from one fused GEMM, and equal the
+// composed backward's (the one create_graph takes).
+TEST(LinearGrad, WeightAndBiasGradientsComeFromOneFusedGemm) {
+  for (bool with_bias : {true, false}) {
+    Tensor x = random({2, 3, 5}, DType::Float64, 1).set_requires_grad();
+    Tensor w = random({4, 5}, DType::Float64, 2).set_requires_grad();
+    Tensor b = with_bias ? random({4}, DType::Float64, 3).set_requires_grad() : Tensor();
+    Tensor g = random({2, 3, 4}, DType::Float64, 4);
+    TensorList inputs = with_bias ? TensorList{x, w, b} : TensorList{x, w};
+    TensorList fused, composed;
+    {
+      GemmBiasGradSpy spy;
+      fused = autograd::grad({linear(x, w, b)}, inputs, {g});
+      EXPECT_EQ(GemmBiasGradSpy::calls(), 1);
+      EXPECT_EQ(GemmBiasGradSpy::with_bias(), with_bias ? 1 : 0);
+      composed = autograd::grad({linear(x, w, b)}, inputs, {g}, /*retain_graph=*/true, /*create_graph=*/true);
+      EXPECT_EQ(GemmBiasGradSpy::calls(), 1) << "create_graph takes the composed ops";
+    }
+    for (size_t i = 0; i < inputs.size(); ++i) EXPECT_TRUE(allclose(fused[i], composed[i], 1e-12, 1e-12)) << i;
+  }
+  // A transposed x and a transposed gradient go to the GEMM without a copy;
+  // a broadcast gradient (sum()'s: stride 0) takes the composed ops.
+  GemmBiasGradSpy spy;
+  Tensor x = random({5, 6}, DType::Float64, 5).set_requires_grad();
+  Tensor w = random({3, 5}, DType::Float64, 6).set_requires_grad();
+  Tensor g = random({3, 6}, DType::Float64, 7);
+  linear(x.t(), w).backward(g.t());
+  EXPECT_EQ(GemmBiasGradSpy::calls(), 1);
+  EXPECT_TRUE(allclose(w.grad(), matmul(g, x.t()), 1e-12, 1e-12));
+  w.set_grad(Tensor());
+  linear(x.t(), w).sum().backward();
+  EXPECT_EQ(GemmBiasGradSpy::calls(), 1);
+  EXPECT_TRUE(allclose(w.grad(), x.t().sum({0}).unsqueeze(0).expand({3, 5}), 1e-12, 1e-12));
 }
 
 // ---------------- errors ----------------

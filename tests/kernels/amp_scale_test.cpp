@@ -72,9 +72,10 @@ TEST(AmpKernels, CpuUnscalesAndFlagsNonFiniteValues) {
 
 TEST(AmpKernels, CpuScaleUpdateFollowsTheRule) {
   Tensor scale = full({}, 1024.0, DType::Float32), tracker = zeros({}, DType::Int32);
-  Tensor skipped = zeros({}, DType::Int64), found = zeros({}, DType::Float32);
-  amp::ScaleState s{0, static_cast<float*>(scale.data_ptr()), static_cast<int32_t*>(tracker.data_ptr()),
-                    static_cast<int64_t*>(skipped.data_ptr()), static_cast<const float*>(found.data_ptr())};
+  Tensor skipped = zeros({}, DType::Int64), found = zeros({}, DType::Float32), inv = zeros({}, DType::Float32);
+  amp::ScaleState s{0, static_cast<float*>(scale.data_ptr()), static_cast<float*>(inv.data_ptr()),
+                    static_cast<int32_t*>(tracker.data_ptr()), static_cast<int64_t*>(skipped.data_ptr()),
+                    static_cast<const float*>(found.data_ptr())};
   const amp::ScaleRule rule{2.0, 0.5, 3, 256.0, 4096.0};
   struct Expect {
     float found_inf, scale;
@@ -89,6 +90,7 @@ TEST(AmpKernels, CpuScaleUpdateFollowsTheRule) {
     found.fill_(e.found_inf);
     amp::update_scale_stub(DeviceType::CPU)(s, rule);
     EXPECT_EQ(scale.item<float>(), e.scale);
+    EXPECT_EQ(inv.item<float>(), 1.0f / e.scale);
     EXPECT_EQ(tracker.item<int32_t>(), e.tracker);
     EXPECT_EQ(skipped.item<int64_t>(), e.skipped);
   }
@@ -102,6 +104,7 @@ TEST(AmpKernels, CpuScaleUpdateFollowsTheRule) {
   tracker.fill_(2);
   amp::update_scale_stub(DeviceType::CPU)(s, {2.0, 0.5, 3, 1.0, kInf});
   EXPECT_EQ(scale.item<float>(), 3e38f);
+  EXPECT_EQ(inv.item<float>(), 1.0f / 3e38f);
   EXPECT_EQ(tracker.item<int32_t>(), 0);
 }
 
@@ -134,15 +137,19 @@ TEST(AmpKernelsCuda, ScaleUpdateMatchesTheCpu) {
   if (!testing::cuda_available()) GTEST_SKIP() << "no CUDA device visible";
   const Device gpu = cuda_device(0);
   struct Copy {
-    Tensor scale, tracker, skipped, found;
+    Tensor scale, inv, tracker, skipped, found;
     amp::ScaleState state(int index) const {
-      return {index, static_cast<float*>(scale.data_ptr()), static_cast<int32_t*>(tracker.data_ptr()),
-              static_cast<int64_t*>(skipped.data_ptr()), static_cast<const float*>(found.data_ptr())};
+      return {index,
+              static_cast<float*>(scale.data_ptr()),
+              static_cast<float*>(inv.data_ptr()),
+              static_cast<int32_t*>(tracker.data_ptr()),
+              static_cast<int64_t*>(skipped.data_ptr()),
+              static_cast<const float*>(found.data_ptr())};
     }
   };
   auto make = [](Device d) {
-    return Copy{full({}, 65536.0, DType::Float32, d), zeros({}, DType::Int32, d), zeros({}, DType::Int64, d),
-                zeros({}, DType::Float32, d)};
+    return Copy{full({}, 65536.0, DType::Float32, d), zeros({}, DType::Float32, d), zeros({}, DType::Int32, d),
+                zeros({}, DType::Int64, d), zeros({}, DType::Float32, d)};
   };
   Copy cpu = make(kCPU), cuda = make(gpu);
   const amp::ScaleRule rule{2.0, 0.5, 4, 1.0 / 16777216.0, 16777216.0};
@@ -155,6 +162,7 @@ TEST(AmpKernelsCuda, ScaleUpdateMatchesTheCpu) {
     amp::update_scale_stub(DeviceType::CPU)(cpu.state(0), rule);
     amp::update_scale_stub(DeviceType::CUDA)(cuda.state(gpu.index), rule);
     ASSERT_EQ(cuda.scale.item<float>(), cpu.scale.item<float>()) << "step " << i;
+    ASSERT_EQ(cuda.inv.item<float>(), cpu.inv.item<float>()) << "step " << i;
     ASSERT_EQ(cuda.tracker.item<int32_t>(), cpu.tracker.item<int32_t>()) << "step " << i;
     ASSERT_EQ(cuda.skipped.item<int64_t>(), cpu.skipped.item<int64_t>()) << "step " << i;
   }

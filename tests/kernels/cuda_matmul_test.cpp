@@ -9,7 +9,10 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/ops/gemm_kernels.h"
@@ -453,6 +456,119 @@ TEST(CudaLinear, TheBiasEpilogueRunsForTheCommonShapes) {
       EXPECT_EQ(AcceptedCounter::accepted(), 1) << dtype_name(dt) << (tf32 ? " with TF32" : "");
       EXPECT_TRUE(testing::tensors_close(y, matmul(x.cpu(), w.cpu().t()) + b.cpu(),
                                          tf32 && dt == DType::Float32 ? tf32_tolerance(256) : tolerance(dt, 256)));
+    }
+  }
+}
+
+// gemm_bias_grad on cublasLt (BGRADB) against the CPU kernel on the same
+// data: every transpose, the operands' dtype or float32 for the 16-bit
+// types, an odd shape and the MLP's (a weight of 1024 x 784 from a batch of
+// 256), C and the bias gradient poisoned (NaN) first. linear's own layout
+// (op(A) = g^T stored row-major, op(B) = x) must not be declined.
+TEST(CudaGemm, BiasGradEpilogueMatchesTheCpuKernel) {
+  EMBER_REQUIRE_CUDA();
+  const std::pair<DType, DType> pairs[] = {{DType::Float32, DType::Float32}, {DType::Float64, DType::Float64},
+                                           {DType::Float16, DType::Float16}, {DType::Float16, DType::Float32},
+                                           {DType::BFloat16, DType::BFloat16}, {DType::BFloat16, DType::Float32}};
+  struct Shape3 {
+    int64_t m, n, k;
+  };
+  for (const Shape3 sh : {Shape3{37, 70, 45}, Shape3{1024, 784, 256}}) {
+    for (const auto& [dt, c_dt] : pairs) {
+      for (int flags = 0; flags < 4; ++flags) {
+        const bool ta = flags & 1, tb = flags & 2;
+        const int64_t m = sh.m, n = sh.n, k = sh.k;
+        Tensor a = random({ta ? k : m, ta ? m : k}, dt, 1), b = random({tb ? n : k, tb ? k : n}, dt, 2);
+        GemmArgs g;
+        g.dtype = dt;
+        g.trans_a = ta, g.trans_b = tb;
+        g.m = m, g.n = n, g.k = k;
+        g.lda = a.size(1), g.ldb = b.size(1), g.ldc = n;
+        Tensor c_cpu = empty({m, n}, c_dt), bias_cpu = empty({m}, c_dt);
+        g.a = a.data_ptr(), g.b = b.data_ptr(), g.c = c_cpu.data_ptr();
+        ASSERT_TRUE(gemm_bias_grad_stub(DeviceType::CPU)(g, c_dt, bias_cpu.data_ptr()));
+
+        Tensor a_gpu = a.cuda(), b_gpu = b.cuda();
+        Tensor c_gpu = full({m, n}, std::nan(""), c_dt, cuda_device(0));
+        Tensor bias_gpu = full({m}, std::nan(""), c_dt, cuda_device(0));
+        g.device = 0;
+        g.a = a_gpu.data_ptr(), g.b = b_gpu.data_ptr(), g.c = c_gpu.data_ptr();
+        const std::string what = std::string(dtype_name(dt)) + " -> " + dtype_name(c_dt) + " " +
+                                 std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) +
+                                 " trans_a " + std::to_string(ta) + " trans_b " + std::to_string(tb);
+        if (!gemm_bias_grad_stub(DeviceType::CUDA)(g, c_dt, bias_gpu.data_ptr())) {
+          EXPECT_FALSE(ta && !tb && dt != DType::Float64) << what << ": declined linear's own layout";
+          continue;
+        }
+        const Tolerance tol = tolerance(c_dt, k);
+        EXPECT_TRUE(testing::tensors_close(c_gpu, c_cpu, tol)) << what;
+        EXPECT_TRUE(testing::tensors_close(bias_gpu, bias_cpu, tol)) << what << " bias gradient";
+      }
+    }
+  }
+}
+
+// Wraps the CUDA bias-gradient GEMM to count the problems it accepted.
+class AcceptedBiasGradCounter {
+ public:
+  AcceptedBiasGradCounter() : real_(gemm_bias_grad_stub(DeviceType::CUDA)) {
+    real() = real_;
+    accepted() = 0;
+    gemm_bias_grad_stub.set(DeviceType::CUDA, &count);
+  }
+  ~AcceptedBiasGradCounter() { gemm_bias_grad_stub.set(DeviceType::CUDA, real_); }
+  AcceptedBiasGradCounter(const AcceptedBiasGradCounter&) = delete;
+  AcceptedBiasGradCounter& operator=(const AcceptedBiasGradCounter&) = delete;
+  static int& accepted() {
+    static int n = 0;
+    return n;
+  }
+
+ private:
+  static GemmBiasGradKernelFn*& real() {
+    static GemmBiasGradKernelFn* fn = nullptr;
+    return fn;
+  }
+  static bool count(const GemmArgs& g, DType c_dtype, void* bias_grad) {
+    bool ok = real()(g, c_dtype, bias_grad);
+    accepted() += ok ? 1 : 0;
+    return ok;
+  }
+  GemmBiasGradKernelFn* real_;
+};
+
+// linear's backward takes dW and db from the fused GEMM on the GPU too, in
+// each dtype and in float32 from half precision under autocast, and they
+// match the CPU's.
+TEST(CudaLinear, TheBiasGradEpilogueRunsForTheCommonShapes) {
+  EMBER_REQUIRE_CUDA();
+  for (DType dt : {DType::Float32, DType::Float16, DType::BFloat16}) {
+    for (bool autocast_on : {false, true}) {
+      if (autocast_on && dt != DType::Float32) continue;
+      for (DType low : {DType::Float16, DType::BFloat16}) {
+        if (!autocast_on && low == DType::BFloat16) continue;  // one run without autocast
+        Tensor x = random({256, 784}, dt, 1), w = random({1024, 784}, dt, 2), b = random({1024}, dt, 3);
+        Tensor g = random({256, 1024}, autocast_on ? low : dt, 4);
+        Tensor wg = w.cuda().set_requires_grad(), bg = b.cuda().set_requires_grad();
+        AcceptedBiasGradCounter counter;
+        Tensor y;
+        {
+          std::optional<amp::autocast> guard;
+          if (autocast_on) guard.emplace(low);
+          y = linear(x.cuda(), wg, bg);
+        }
+        y.backward(g.cuda());
+        const std::string what = std::string(dtype_name(dt)) + (autocast_on ? std::string(" autocast ") + dtype_name(low) : "");
+        EXPECT_EQ(AcceptedBiasGradCounter::accepted(), 1) << what;
+        ASSERT_EQ(wg.grad().dtype(), dt) << what;
+        ASSERT_EQ(bg.grad().dtype(), dt) << what;
+        const Tensor gc = g.to(DType::Float32);
+        const Tensor xc = (autocast_on ? x.to(low) : x).to(DType::Float32);
+        Tensor dw = matmul(gc.t(), xc), db = gc.sum({0});
+        const Tolerance tol = autocast_on || dt == DType::Float32 ? tolerance(DType::Float32, 256) : tolerance(dt, 256);
+        EXPECT_TRUE(testing::tensors_close(wg.grad().to(DType::Float32), dw, tol)) << what;
+        EXPECT_TRUE(testing::tensors_close(bg.grad().to(DType::Float32), db, tol)) << what;
+      }
     }
   }
 }

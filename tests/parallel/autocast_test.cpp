@@ -148,45 +148,136 @@ TEST(Autocast, OnlyHalfDtypes) {
 
 TEST(Autocast, AWeightUsedTwiceIsCastOnce) {
   Tensor x = randn32({2, 4});
-  Tensor w = randn32({3, 4}).set_requires_grad();
+  Tensor w = randn32({4, 3}).set_requires_grad();
+  Tensor v = randn32({3, 4}).set_requires_grad();
   Tensor y1, y2;
   {
     autocast guard(kCpuType);
-    y1 = linear(x, w);
-    y2 = linear(x * 2.0, w);
+    y1 = matmul(x, w);
+    y2 = matmul(x * 2.0, w);
     EXPECT_EQ(autocast_state::cached_casts(), 1u);
-    // Both linears read the weight through one cast node.
+    // Both matmuls read the weight through one cast node.
     std::shared_ptr<Node> c1 = y1.grad_fn()->next_edges()[1].node, c2 = y2.grad_fn()->next_edges()[1].node;
     ASSERT_NE(c1, nullptr);
     EXPECT_EQ(c1, c2);
     EXPECT_EQ(c1->name(), "ToCopyBackward");
+    // linear takes its own cast, made without history, once too.
+    linear(x, v);
+    linear(x, v);
+    EXPECT_EQ(autocast_state::cached_casts(), 2u);
   }
   EXPECT_EQ(autocast_state::cached_casts(), 0u);  // emptied with the outermost region
   // The gradient reaches the float32 leaf, summed over both uses.
   (y1.sum() + y2.sum()).backward();
   ASSERT_TRUE(w.grad().defined());
   EXPECT_EQ(w.grad().dtype(), DType::Float32);
-  Tensor expected = (x + x * 2.0).sum({0}).unsqueeze(0).expand({3, 4});
+  Tensor expected = (x + x * 2.0).sum({0}).unsqueeze(1).expand({4, 3});
   EXPECT_TRUE(allclose(w.grad(), expected, 2e-2, 2e-2));
 }
 
 TEST(Autocast, TheCacheIsNotUsedWithoutGradOrAfterAnInPlaceChange) {
   Tensor x = randn32({2, 4});
-  Tensor w = randn32({3, 4}).set_requires_grad();
+  Tensor w = randn32({4, 3}).set_requires_grad();
+  Tensor v = randn32({3, 4}).set_requires_grad();
   autocast guard(kCpuType);
   {
     NoGradGuard no_grad;
-    linear(x, w);
+    matmul(x, w);
+    linear(x, v);
   }
   EXPECT_EQ(autocast_state::cached_casts(), 0u);
-  Tensor y1 = linear(x, w);
+  Tensor y1 = matmul(x, w);
+  Tensor l1 = linear(x, v);
   {
     NoGradGuard no_grad;
     w.mul_(2.0);
+    v.mul_(2.0);
   }
-  Tensor y2 = linear(x, w);  // recast: the cached copy is stale
+  Tensor y2 = matmul(x, w);  // recast: the cached copies are stale
+  Tensor l2 = linear(x, v);
   EXPECT_NE(y1.grad_fn()->next_edges()[1].node, y2.grad_fn()->next_edges()[1].node);
   EXPECT_TRUE(allclose(y2.to(DType::Float32), y1.to(DType::Float32) * 2.0, 2e-2, 2e-2));
+  EXPECT_TRUE(allclose(l2.to(DType::Float32), l1.to(DType::Float32) * 2.0, 2e-2, 2e-2));
+}
+
+// linear multiplies in the autocast dtype but records itself against the
+// float32 weight and bias: no cast node between them and LinearBackward,
+// and their gradients come out in float32, close to the float64 ones of the
+// same rounded operands (the product accumulates in float32 and is rounded
+// once into float32, not into half precision first).
+TEST_P(AutocastOps, LinearSendsFloat32GradientsStraightToTheWeightAndBias) {
+  const DType low = GetParam();
+  manual_seed(5);
+  Tensor x = randn32({6, 8}).set_requires_grad();
+  Tensor w = randn32({5, 8}).set_requires_grad(), b = randn32({5}).set_requires_grad();
+  Tensor g = randn32({6, 5}).to(low);
+  Tensor y;
+  {
+    autocast guard(kCpuType, low);
+    y = linear(x, w, b);
+  }
+  ASSERT_EQ(y.dtype(), low);
+  const std::vector<Edge>& edges = y.grad_fn()->next_edges();
+  ASSERT_EQ(edges.size(), 3u);
+  EXPECT_EQ(edges[0].node->name(), "ToCopyBackward");  // x's cast, an ordinary one
+  EXPECT_EQ(edges[1].node->name(), "AccumulateGrad");
+  EXPECT_EQ(edges[2].node->name(), "AccumulateGrad");
+  y.backward(g);
+  ASSERT_EQ(w.grad().dtype(), DType::Float32);
+  ASSERT_EQ(b.grad().dtype(), DType::Float32);
+  ASSERT_EQ(x.grad().dtype(), DType::Float32);
+  const Tensor g64 = g.to(DType::Float64), x64 = x.detach().to(low).to(DType::Float64);
+  EXPECT_TRUE(allclose(w.grad(), matmul(g64.t(), x64).to(DType::Float32), 1e-5, 1e-6));
+  EXPECT_TRUE(allclose(b.grad(), g64.sum({0}).to(DType::Float32), 1e-5, 1e-6));
+  const Tensor w64 = w.detach().to(low).to(DType::Float64);
+  const double tol = low == DType::Float16 ? 2e-3 : 1e-2;  // dx is rounded into the half dtype, then cast
+  EXPECT_TRUE(allclose(x.grad(), matmul(g64, w64).to(DType::Float32), tol, tol));
+}
+
+// Under create_graph the gradient of dx with respect to the weight still
+// flows (through a cast redone from the weight).
+TEST(Autocast, LinearsSecondOrderGradientReachesTheWeight) {
+  manual_seed(6);
+  Tensor x = randn32({3, 4}).set_requires_grad();
+  Tensor w = randn32({2, 4}).set_requires_grad();
+  Tensor dx;
+  {
+    autocast guard(kCpuType);
+    Tensor y = linear(x, w);
+    dx = autograd::grad({y.sum()}, {x}, {}, true, true)[0];
+  }
+  TensorList dw = autograd::grad({dx.sum()}, {w});
+  ASSERT_TRUE(dw[0].defined());
+  EXPECT_EQ(dw[0].dtype(), DType::Float32);
+  // d/dw sum_ij (sum_k w_kj) = 1 for every element, for each of x's 3 rows.
+  EXPECT_TRUE(allclose(dw[0], full({2, 4}, 3.0), 1e-6, 1e-6));
+}
+
+// The fused cross-entropy reads half logits as they are under autocast: a
+// float32 loss with no cast node before it, the same value as on the
+// logits cast to float32, and a gradient in the logits' dtype.
+TEST_P(AutocastOps, CrossEntropyReadsHalfLogitsWithoutACast) {
+  const DType low = GetParam();
+  manual_seed(7);
+  Tensor logits = randn32({6, 7}).to(low).set_requires_grad();
+  Tensor target = randint(0, 7, {6});
+  nn::CrossEntropyOptions smoothed;
+  smoothed.label_smoothing = 0.1;
+  Tensor loss;
+  {
+    autocast guard(kCpuType, low);
+    loss = nn::functional::cross_entropy(logits, target, smoothed);
+  }
+  ASSERT_EQ(loss.dtype(), DType::Float32);
+  EXPECT_EQ(loss.grad_fn()->name(), "CrossEntropyBackward");
+  EXPECT_EQ(loss.grad_fn()->next_edges()[0].node->name(), "AccumulateGrad");
+  loss.backward();
+  ASSERT_EQ(logits.grad().dtype(), low);
+  Tensor ref_logits = logits.detach().to(DType::Float32).set_requires_grad();
+  Tensor ref = nn::functional::cross_entropy(ref_logits, target, smoothed);
+  ref.backward();
+  EXPECT_TRUE(equal(loss, ref));
+  EXPECT_TRUE(equal(logits.grad(), ref_logits.grad().to(low)));
 }
 
 TEST(Autocast, BackwardRunsWithAutocastOff) {
