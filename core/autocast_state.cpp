@@ -1,12 +1,16 @@
-// Autocast's thread-local state, its cast cache and the cast policy (see
+// Autocast's thread-local state, its cast caches and the cast policy (see
 // core/autocast_state.h).
 #include "core/autocast_state.h"
 
+#include <atomic>
 #include <map>
 #include <memory>
-#include <tuple>
+#include <utility>
+#include <vector>
 
+#include "core/cuda/graph.h"
 #include "core/grad_mode.h"
+#include "core/ops/amp_kernels.h"
 
 namespace ember::autocast_state {
 
@@ -19,17 +23,21 @@ namespace {
 struct CacheEntry {
   std::weak_ptr<TensorImpl> leaf;  // the key's pointer is only valid while this lives
   uint32_t version = 0;
+  uint64_t epoch = 0;              // kept casts: kept_epoch when made
   Tensor cast;
 };
 
-// Keyed by the leaf, the cast's dtype and whether the cast has an autograd
-// record (cast) or none (cast_without_history).
-using CacheKey = std::tuple<const TensorImpl*, DType, bool>;
+// Advanced by every CUDA graph replay, which changes weights without
+// moving their versions: a kept cast made before it is stale.
+std::atomic<uint64_t> kept_epoch{0};
+
+using CacheKey = std::pair<const TensorImpl*, DType>;
 
 struct ThreadState {
   State state;
   int nesting = 0;
-  std::map<CacheKey, CacheEntry> cache;
+  std::map<CacheKey, CacheEntry> cache;  // casts with history, for the outermost region
+  std::map<CacheKey, CacheEntry> kept;   // casts without history, from region to region
 };
 
 ThreadState& local() {
@@ -50,17 +58,67 @@ bool cacheable(const Tensor& t, const ThreadState& ts) {
          t.is_leaf() && t.requires_grad() && !t.impl()->is_view;
 }
 
-Tensor cached_cast(const Tensor& t, DType dtype, bool with_history, ThreadState& ts) {
-  CacheEntry& e = ts.cache[{t.impl(), dtype, with_history}];
+Tensor cached_cast(const Tensor& t, DType dtype, ThreadState& ts) {
+  CacheEntry& e = ts.cache[{t.impl(), dtype}];
   if (e.cast.defined() && e.leaf.lock() == t.impl_ptr() && e.version == t.version()) return e.cast;
   e.leaf = t.impl_ptr();
   e.version = t.version();
-  if (with_history) {
-    e.cast = t.to(dtype);
-  } else {
-    NoGradGuard no_grad;
-    e.cast = t.to(dtype);
+  e.cast = t.to(dtype);
+  return e.cast;
+}
+
+// Recasts, in one cast_many launch, every kept cast to `dtype` on `device`
+// whose leaf changed since it was made (into fresh tensors: a graph that
+// saved the old cast keeps it), and forgets the casts of leaves that died.
+void refresh_kept(ThreadState& ts, Device device, DType dtype) {
+  NoGradGuard no_grad;
+  const uint64_t epoch = kept_epoch.load();
+  std::vector<optim::FusedTensor> batch;
+  for (auto it = ts.kept.begin(); it != ts.kept.end();) {
+    const std::shared_ptr<TensorImpl> leaf = it->second.leaf.lock();
+    if (leaf == nullptr) {
+      it = ts.kept.erase(it);
+      continue;
+    }
+    CacheEntry& e = it->second;
+    const Tensor t(leaf);
+    if (it->first.second == dtype && t.device() == device && (e.version != t.version() || e.epoch != epoch)) {
+      e.version = t.version();
+      e.epoch = epoch;
+      if (t.is_contiguous()) {
+        e.cast = empty(t.shape(), dtype, device);
+        optim::FusedTensor f;
+        f.param = e.cast.data_ptr();
+        f.grad = t.data_ptr();
+        f.numel = t.numel();
+        batch.push_back(f);
+      } else {
+        e.cast = t.to(dtype);
+      }
+    }
+    ++it;
   }
+  const optim::MultiTensorArgs args{device.is_cuda() ? device.index : 0, dtype, batch.data(), int64_t(batch.size())};
+  amp::cast_many_stub(device.type)(args);
+}
+
+Tensor kept_cast(const Tensor& t, DType dtype, ThreadState& ts) {
+  NoGradGuard no_grad;
+  // A capture must record the cast itself: its replays run after weight
+  // updates that no kept cast sees.
+  if (t.is_cuda() && cuda::is_capturing(t.device().index)) return t.to(dtype);
+  const CacheKey key{t.impl(), dtype};
+  if (auto it = ts.kept.find(key); it != ts.kept.end() && it->second.leaf.lock() == t.impl_ptr()) {
+    if (it->second.version != t.version() || it->second.epoch != kept_epoch.load()) {
+      refresh_kept(ts, t.device(), dtype);
+    }
+    return it->second.cast;
+  }
+  CacheEntry& e = ts.kept[key];
+  e.leaf = t.impl_ptr();
+  e.version = t.version();
+  e.epoch = kept_epoch.load();
+  e.cast = t.to(dtype);
   return e.cast;
 }
 
@@ -72,7 +130,9 @@ Tensor cast_to_policy(const Tensor& t, CastPolicy policy, bool with_history) {
   ThreadState& ts = local();
   const DType target = policy == CastPolicy::LowerPrecision ? ts.state.dtype[size_t(type)] : DType::Float32;
   if (t.dtype() == target) return t;
-  if (policy == CastPolicy::LowerPrecision && cacheable(t, ts)) return cached_cast(t, target, with_history, ts);
+  if (policy == CastPolicy::LowerPrecision && cacheable(t, ts)) {
+    return with_history ? cached_cast(t, target, ts) : kept_cast(t, target, ts);
+  }
   if (with_history) return t.to(target);
   NoGradGuard no_grad;
   return t.to(target);
@@ -101,6 +161,15 @@ void exit_region() {
 }
 
 size_t cached_casts() { return local().cache.size(); }
+size_t kept_casts() { return local().kept.size(); }
+
+void invalidate_kept_casts() { kept_epoch.fetch_add(1); }
+
+void clear_cache() {
+  ThreadState& ts = local();
+  ts.cache.clear();
+  ts.kept.clear();
+}
 
 Tensor cast(const Tensor& t, CastPolicy policy) { return cast_to_policy(t, policy, /*with_history=*/true); }
 

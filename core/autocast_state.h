@@ -23,17 +23,26 @@
 //   float32 and returns the input's dtype (core/ops.h).
 // - The cast is an ordinary differentiable Tensor::to, so gradients reach
 //   the float32 originals in float32. linear instead multiplies by casts of
-//   its weight and bias made without history and gives their gradients in
-//   float32 itself (core/ops/linear.cpp), with no cast of them back. Within the outermost autocast region,
-//   the lower-precision cast of a float32 leaf that requires grad (a
-//   weight) is made once and reused (PyTorch's autocast cache; once with
-//   its autograd record and once without, for the ops that take each), as
-//   long as
-//   grad mode is on, the cache is enabled and the leaf was not modified in
-//   place since; the cache is emptied when the outermost region ends
-//   (exit_region() bringing the nesting depth to 0). Under no_grad nothing
-//   is cached, so a cast without history is never reused by a forward that
-//   needs gradients.
+//   its weight and bias made without history (cast_without_history) and
+//   gives their gradients in float32 itself (core/ops/linear.cpp), with no
+//   cast of them back.
+// - Caches, for a float32 leaf that requires grad and is no view (a
+//   weight), while grad mode is on and the cache is enabled (under no_grad
+//   nothing is cached, so a cast without history is never reused by a
+//   forward that needs gradients):
+//   * cast(): within the outermost autocast region, the lower-precision
+//     cast is made once and reused (PyTorch's autocast cache) as long as
+//     the leaf was not modified in place since; emptied when the outermost
+//     region ends (exit_region() bringing the nesting depth to 0).
+//   * cast_without_history(): the cast is kept from region to region, so a
+//     weight the optimizer did not change is not cast again. When a kept
+//     cast is found stale (its leaf's version moved: an optimizer step),
+//     every stale kept cast of the thread to that dtype on that device is
+//     made anew in one batched launch (amp::cast_many_stub), into fresh
+//     tensors (a graph that saved the old cast keeps it). This holds a
+//     half-precision copy of each such weight between steps (half the
+//     float32 weights' memory for float16), freed with its leaf or by
+//     clear_cache().
 // - The backward engine suspends autocast while it runs (SuspendGuard):
 //   backward ops run in the dtypes the forward chose, as in PyTorch.
 // - With autocast off, an op pays one thread-local load and branch.
@@ -65,8 +74,15 @@ DType lower_precision_dtype(DeviceType type);
 // The autocast regions of this thread: the nesting depth and the cast cache.
 void enter_region();
 void exit_region();  // empties the cache when the depth returns to 0
-// Casts held by the cache (for tests).
+// Casts held by the region's cache and kept across regions (for tests).
 size_t cached_casts();
+size_t kept_casts();
+// Empties both caches of this thread (torch.clear_autocast_cache()).
+void clear_cache();
+// Marks every kept cast of every thread stale: cuda::Graph::replay() calls
+// it, since a replay changes weights without moving their versions. A
+// capture makes its casts afresh and keeps none.
+void invalidate_kept_casts();
 
 namespace detail {
 // Bit i set: autocast enabled for DeviceType i.
@@ -82,7 +98,7 @@ enum class CastPolicy { LowerPrecision, Float32 };
 Tensor cast(const Tensor& t, CastPolicy policy);
 // The same cast without an autograd record, for an op that sends the
 // gradient to t itself in t's dtype (linear: the float32 weight's gradient
-// comes straight out of its GEMM). Cached as cast() is, apart from it.
+// comes straight out of its GEMM); kept across regions (above).
 Tensor cast_without_history(const Tensor& t, CastPolicy policy);
 // Replaces each input by its cast; true when any changed (the front-end
 // then calls itself again with the cast inputs).

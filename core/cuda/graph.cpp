@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/autocast_state.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/device.h"
 #include "core/cuda/device_cache.h"
@@ -184,6 +185,7 @@ void Graph::replay() {
   EMBER_CHECK(tls_capture[g.device] == nullptr,
               "Graph::replay inside a capture on cuda:" << g.device << ": replay the graph outside capture(work)");
   for (const std::function<void()>& check : g.checks) check();
+  autocast_state::invalidate_kept_casts();
   for (const CapturedDraws& r : g.draws) {
     EMBER_CHECK(r.generator->seed() == r.seed, "Graph::replay on cuda:" << g.device << ": a generator the capture drew "
                                                                         << "random numbers from was reseeded (from "

@@ -49,6 +49,8 @@
 //   optimizer's options (a learning rate changed by a scheduler, say), or
 //   an optimizer destroyed since the capture. Step counters, GradScaler's
 //   scale and found-inf flag live on the device and advance on replay.
+//   A replay marks autocast's kept weight casts stale (core/autocast_state.h),
+//   since it changes weights without moving their versions.
 // - reset() waits for the device, then frees the graph, its held tensors
 //   and its pool's claim (its tensors still alive stay valid); the graph can
 //   capture again. The destructor resets.

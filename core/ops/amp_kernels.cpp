@@ -6,5 +6,6 @@ namespace ember::amp {
 
 KernelStub<UnscaleAndCheckFn> unscale_and_check_stub("amp::GradScaler (inf check and unscale)");
 KernelStub<UpdateScaleFn> update_scale_stub("amp::GradScaler (scale update)");
+KernelStub<CastManyFn> cast_many_stub("amp::autocast (batched weight casts)");
 
 }  // namespace ember::amp

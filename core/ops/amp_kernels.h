@@ -1,7 +1,9 @@
-// Kernel signatures and stubs of dynamic loss scaling (amp::GradScaler):
-// the fused inf/NaN check and unscale of many gradients, and the update of
-// the loss scale. Both run on the gradients' device and read and write only
-// device memory, so a mixed-precision step needs no host synchronization.
+// Kernel signatures and stubs of mixed precision: for dynamic loss scaling
+// (amp::GradScaler) the fused inf/NaN check and unscale of many gradients
+// and the update of the loss scale, and for autocast the batched recast of
+// the weight casts it keeps (core/autocast_state.h). All run on their
+// tensors' device and read and write only device memory, so a
+// mixed-precision step needs no host synchronization.
 //
 // Contract (what every device's kernel may rely on and must do):
 // - unscale_and_check: `args` as for the multi-tensor kernels
@@ -22,6 +24,12 @@
 //   CUDA kernels. It also writes inv_scale (one float32) = 1.0f / the new
 //   scale, in float32 as torch.reciprocal would, for the next step's
 //   unscale.
+// - cast_many: `args` as for unscale_and_check, with args.dtype float16 or
+//   bfloat16; for every FusedTensor f, f.param (numel elements of
+//   args.dtype) receives f.grad (numel float32 elements) rounded to
+//   args.dtype exactly as Tensor::to rounds (to nearest, ties to even): the
+//   chunker's record carries the destination in param and the source in
+//   grad.
 #pragma once
 
 #include <cstdint>
@@ -50,5 +58,7 @@ using UnscaleAndCheckFn = void(const optim::MultiTensorArgs& args, const float* 
 using UpdateScaleFn = void(const ScaleState& state, const ScaleRule& rule);
 extern KernelStub<UnscaleAndCheckFn> unscale_and_check_stub;
 extern KernelStub<UpdateScaleFn> update_scale_stub;
+using CastManyFn = void(const optim::MultiTensorArgs& args);
+extern KernelStub<CastManyFn> cast_many_stub;
 
 }  // namespace ember::amp

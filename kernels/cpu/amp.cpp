@@ -1,6 +1,7 @@
-// CPU kernels of dynamic loss scaling (contract in core/ops/amp_kernels.h):
-// one loop over each gradient that checks and unscales it, and the scale
-// update of kernels/amp_math.h.
+// CPU kernels of mixed precision (contract in core/ops/amp_kernels.h): one
+// loop over each gradient that checks and unscales it, the scale update of
+// kernels/amp_math.h, and one loop over each tensor of a batched cast (the
+// conversion cast_kernel of kernels/cpu/elementwise.cpp makes).
 #include <cmath>
 
 #include "core/ops/amp_kernels.h"
@@ -39,9 +40,24 @@ void unscale_and_check(const optim::MultiTensorArgs& a, const float* inv_scale, 
 
 void update_scale(const amp::ScaleState& s, const amp::ScaleRule& r) { amp_math::update_scale_rule(s, r); }
 
+void cast_many(const optim::MultiTensorArgs& a) {
+  auto run = [&]<typename O>() {
+    for (int64_t t = 0; t < a.count; ++t) {
+      const float* src = static_cast<const float*>(a.tensors[t].grad);
+      O* dst = static_cast<O*>(a.tensors[t].param);
+      for (int64_t i = 0; i < a.tensors[t].numel; ++i) dst[i] = O(acc_t<O>(src[i]));
+    }
+  };
+  if (a.dtype == DType::Float16) return run.template operator()<Half>();
+  EMBER_CHECK(a.dtype == DType::BFloat16, "amp::autocast: the batched cast makes float16 or bfloat16, not "
+                                              << dtype_name(a.dtype));
+  run.template operator()<BFloat16>();
+}
+
 }  // namespace
 
 EMBER_REGISTER_KERNEL(amp::unscale_and_check_stub, DeviceType::CPU, unscale_and_check);
 EMBER_REGISTER_KERNEL(amp::update_scale_stub, DeviceType::CPU, update_scale);
+EMBER_REGISTER_KERNEL(amp::cast_many_stub, DeviceType::CPU, cast_many);
 
 }  // namespace ember::cpu

@@ -6,6 +6,8 @@
 // stores 1 into the flag: every such store writes the same value, so no
 // atomic is needed. Scale update: one thread runs the rule of
 // kernels/amp_math.h on the device's copies of the scale and counters.
+// Batched cast: one multi-tensor kernel too, each element converted as the
+// cast kernel of kernels/cuda/copy_fill_random.cu converts it.
 #include <cuda_runtime.h>
 
 #include "core/ops/amp_kernels.h"
@@ -47,6 +49,21 @@ __global__ void unscale_and_check_kernel(const ParamList list, const float* inv_
   if (found) *found_inf = 1.0f;
 }
 
+// A batched cast's list: a source and a destination per tensor.
+constexpr int kCastTensors = 48;
+using CastList = ChunkList<2, kCastTensors>;
+
+// The source of a batched cast (its record's grad) and its destination (param).
+inline void* pick_cast(const optim::FusedTensor& f, int d) { return d == 0 ? const_cast<void*>(f.grad) : f.param; }
+
+template <typename O>
+__global__ void cast_many_kernel(const CastList list) {
+  const BlockChunk bc = block_chunk(list);
+  const float* src = static_cast<const float*>(list.ptr[0][bc.slot]) + bc.begin;
+  O* dst = static_cast<O*>(list.ptr[1][bc.slot]) + bc.begin;
+  for (int64_t i = threadIdx.x; i < bc.length; i += blockDim.x) dst[i] = from_acc<O>(acc_t<O>(src[i]));
+}
+
 __global__ void update_scale_kernel(const amp::ScaleState state, const amp::ScaleRule rule) {
   amp_math::update_scale_rule(state, rule);
 }
@@ -69,6 +86,22 @@ void unscale_and_check(const MultiTensorArgs& a, const float* inv_scale, float* 
   });
 }
 
+void cast_many(const MultiTensorArgs& a) {
+  if (a.count == 0) return;
+  EMBER_CHECK(a.dtype == DType::Float16 || a.dtype == DType::BFloat16,
+              "amp::autocast: the batched cast makes float16 or bfloat16, not " << dtype_name(a.dtype));
+  DeviceGuard guard(a.device);
+  cudaStream_t stream = current_stream(a.device).handle();
+  auto run = [&]<typename O>() {
+    for_each_chunk_list<2, kCastTensors>(a.tensors, a.count, pick_cast, [&](const CastList& list, int blocks) {
+      cast_many_kernel<O><<<unsigned(blocks), kMultiTensorThreads, 0, stream>>>(list);
+      EMBER_CUDA_CHECK_LAUNCH();
+    });
+  };
+  if (a.dtype == DType::Float16) run.template operator()<Half>();
+  else run.template operator()<BFloat16>();
+}
+
 void update_scale(const amp::ScaleState& s, const amp::ScaleRule& r) {
   DeviceGuard guard(s.device);
   update_scale_kernel<<<1, 1, 0, current_stream(s.device).handle()>>>(s, r);
@@ -79,5 +112,6 @@ void update_scale(const amp::ScaleState& s, const amp::ScaleRule& r) {
 
 EMBER_REGISTER_KERNEL(amp::unscale_and_check_stub, DeviceType::CUDA, unscale_and_check);
 EMBER_REGISTER_KERNEL(amp::update_scale_stub, DeviceType::CUDA, update_scale);
+EMBER_REGISTER_KERNEL(amp::cast_many_stub, DeviceType::CUDA, cast_many);
 
 }  // namespace ember::cuda

@@ -27,5 +27,6 @@ autocast::~autocast() {
 
 bool is_autocast_enabled(DeviceType device_type) { return autocast_state::is_enabled(device_type); }
 DType get_autocast_dtype(DeviceType device_type) { return autocast_state::lower_precision_dtype(device_type); }
+void clear_autocast_cache() { autocast_state::clear_cache(); }
 
 }  // namespace ember::amp

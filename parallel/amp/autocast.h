@@ -18,7 +18,10 @@
 // - Guards nest: an inner guard replaces the setting of its device type
 //   (enabled = false turns autocast off inside an autocast region, e.g. for
 //   an op that must run in float32) and the outer setting comes back when
-//   it ends. The weight-cast cache lives until the outermost guard ends.
+//   it ends. The weight-cast cache lives until the outermost guard ends;
+//   linear's casts of its weight and bias are kept from step to step and
+//   made anew, all in one launch, once the weights change
+//   (core/autocast_state.h).
 // - dtype defaults to the thread's current autocast dtype of that device
 //   type: float16 for CUDA and bfloat16 for the CPU unless an enclosing
 //   guard chose another. Any other dtype than float16 or bfloat16 is an
@@ -53,5 +56,8 @@ class autocast {
 
 bool is_autocast_enabled(DeviceType device_type = DeviceType::CUDA);
 DType get_autocast_dtype(DeviceType device_type = DeviceType::CUDA);
+// Frees this thread's cached casts, those kept from step to step too
+// (torch.clear_autocast_cache()).
+void clear_autocast_cache();
 
 }  // namespace ember::amp

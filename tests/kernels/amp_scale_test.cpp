@@ -168,5 +168,42 @@ TEST(AmpKernelsCuda, ScaleUpdateMatchesTheCpu) {
   }
 }
 
+// The batched cast against Tensor::to on the CPU and against the CPU kernel
+// on the GPU: 120 float32 tensors of odd sizes (three ChunkLists), one of
+// several chunks, an empty one, both half dtypes, values that round in
+// every way (ties, subnormals, overflow to inf), destinations poisoned
+// (NaN) first so that an unwritten element fails.
+TEST(AmpKernels, CastManyRoundsAsTensorToDoes) {
+  Generator g(9);
+  TensorList src;
+  for (int i = 0; i < 120; ++i) {
+    const int64_t n = i == 7 ? 0 : i == 11 ? 3 * optim::kOptimChunk + 17 : 1 + (i * 37) % 501;
+    src.push_back(randn({n}, DType::Float32, kCPU, &g) * (i % 3 == 0 ? 1e-6 : i % 3 == 1 ? 1.0 : 1e5));
+  }
+  src[1].narrow(0, 0, 3).copy_(from_vector<float>({65520.0f, 1.0f + 1.0f / 2048.0f, 3e38f}));
+  for (DType to : {DType::Float16, DType::BFloat16}) {
+    for (bool gpu : {false, true}) {
+      if (gpu && !testing::cuda_available()) continue;
+      const Device device = gpu ? cuda_device(0) : kCPU;
+      TensorList in, out;
+      std::vector<optim::FusedTensor> fused;
+      for (const Tensor& t : src) {
+        in.push_back(t.to(device));
+        out.push_back(full(t.shape(), kNaN, to, device));
+        optim::FusedTensor f;
+        f.param = out.back().data_ptr();
+        f.grad = in.back().data_ptr();
+        f.numel = t.numel();
+        fused.push_back(f);
+      }
+      amp::cast_many_stub(device.type)({gpu ? 0 : 0, to, fused.data(), int64_t(fused.size())});
+      for (size_t k = 0; k < src.size(); ++k) {
+        ASSERT_TRUE(testing::tensors_close(out[k], src[k].to(to), {0, 0}))
+            << dtype_name(to) << (gpu ? " cuda" : " cpu") << " tensor " << k;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ember

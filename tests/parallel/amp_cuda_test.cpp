@@ -16,6 +16,7 @@
 
 #include "core/cuda/busy_wait.h"
 #include "core/cuda/caching_allocator.h"
+#include "core/cuda/graph.h"
 #include "core/cuda/stream.h"
 #include "ember.h"
 
@@ -92,6 +93,45 @@ TEST(AmpCuda, StepAndUpdateDoNotWaitForTheGpu) {
   cuda::synchronize(0);
   EXPECT_LT(host_ms, 100.0) << "step() + update() waited for the device";
   EXPECT_EQ(scaler.skipped_steps(), 0);
+}
+
+// linear's kept weight casts under CUDA graphs: a capture makes its casts
+// itself, so each replay multiplies by casts of the weights the previous
+// replay's step updated (the weights after 3 eager steps and 3 replays are
+// those of 6 eager steps of a twin); and a replay marks the kept casts
+// stale, so an eager forward after replays sees the current weights.
+TEST(AmpCuda, KeptWeightCastsFollowGraphReplays) {
+  SKIP_WITHOUT_GPU();
+  manual_seed(3);
+  const Device d = cuda_device(0);
+  auto model = std::make_shared<nn::Linear>(64, 32);
+  model->to(d);
+  auto twin = nn::clone(model);
+  Tensor x = randn({16, 64}, DType::Float32, d);
+  auto forward = [&](nn::Linear& m) {
+    amp::autocast guard(DType::Float16);
+    return m.forward(x);
+  };
+  auto stepper = [&](nn::Linear& m, optim::SGD& sgd) {
+    return [&m, &sgd, &forward] {
+      sgd.zero_grad();
+      square(forward(m).to(DType::Float32)).mean().backward();
+      sgd.step();
+    };
+  };
+  optim::SGD sgd(model->parameters(), optim::SGDOptions{0.5}), twin_sgd(twin->parameters(), optim::SGDOptions{0.5});
+  auto step = stepper(*model, sgd), twin_step = stepper(*twin, twin_sgd);
+  for (int i = 0; i < 3; ++i) step();  // eager: casts kept and recast in batches
+  cuda::Graph graph(0);
+  graph.capture(step);
+  for (int i = 0; i < 3; ++i) graph.replay();
+  for (int i = 0; i < 6; ++i) twin_step();
+  EXPECT_TRUE(allclose(model->weight, twin->weight, 1e-6, 1e-7));
+  EXPECT_TRUE(allclose(model->bias, twin->bias, 1e-6, 1e-7));
+  Tensor eager = forward(*model);
+  amp::clear_autocast_cache();
+  Tensor fresh = forward(*model);
+  EXPECT_TRUE(equal(eager, fresh)) << "an eager forward after replays used a stale cast";
 }
 
 TEST(AmpCuda, CheckpointLowersPeakMemory) {

@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/ops/amp_kernels.h"
 #include "ember.h"
 #include "support/error_message.h"
 
@@ -161,10 +162,14 @@ TEST(Autocast, AWeightUsedTwiceIsCastOnce) {
     ASSERT_NE(c1, nullptr);
     EXPECT_EQ(c1, c2);
     EXPECT_EQ(c1->name(), "ToCopyBackward");
-    // linear takes its own cast, made without history, once too.
+    // linear takes its own cast, made without history and kept, once too.
+    autocast_state::clear_cache();
     linear(x, v);
     linear(x, v);
-    EXPECT_EQ(autocast_state::cached_casts(), 2u);
+    EXPECT_EQ(autocast_state::kept_casts(), 1u);
+    y1 = matmul(x, w);
+    y2 = matmul(x * 2.0, w);
+    EXPECT_EQ(autocast_state::cached_casts(), 1u);
   }
   EXPECT_EQ(autocast_state::cached_casts(), 0u);  // emptied with the outermost region
   // The gradient reaches the float32 leaf, summed over both uses.
@@ -198,6 +203,113 @@ TEST(Autocast, TheCacheIsNotUsedWithoutGradOrAfterAnInPlaceChange) {
   EXPECT_NE(y1.grad_fn()->next_edges()[1].node, y2.grad_fn()->next_edges()[1].node);
   EXPECT_TRUE(allclose(y2.to(DType::Float32), y1.to(DType::Float32) * 2.0, 2e-2, 2e-2));
   EXPECT_TRUE(allclose(l2.to(DType::Float32), l1.to(DType::Float32) * 2.0, 2e-2, 2e-2));
+}
+
+// Swaps the CPU batched cast for one that counts its calls and tensors.
+class CastManySpy {
+ public:
+  CastManySpy() : real_(amp::cast_many_stub(kCpuType)) {
+    real() = real_;
+    calls() = 0;
+    tensors() = 0;
+    amp::cast_many_stub.set(kCpuType, &spy);
+  }
+  ~CastManySpy() { amp::cast_many_stub.set(kCpuType, real_); }
+  CastManySpy(const CastManySpy&) = delete;
+  CastManySpy& operator=(const CastManySpy&) = delete;
+  static int& calls() {
+    static int n = 0;
+    return n;
+  }
+  static int64_t& tensors() {
+    static int64_t n = 0;
+    return n;
+  }
+
+ private:
+  static amp::CastManyFn*& real() {
+    static amp::CastManyFn* fn = nullptr;
+    return fn;
+  }
+  static void spy(const optim::MultiTensorArgs& a) {
+    ++calls();
+    tensors() += a.count;
+    real()(a);
+  }
+  amp::CastManyFn* real_;
+};
+
+// linear's casts of its weight and bias outlive the region: an unchanged
+// weight is not cast again in the next one; once weights change (an
+// optimizer step), the first use recasts every stale one in a single
+// batched call, into new tensors, and the values are those of the new
+// weights. A dead leaf's cast is dropped; clear_autocast_cache() frees them.
+TEST(Autocast, LinearsCastsAreKeptAcrossRegionsAndRecastTogether) {
+  autocast_state::clear_cache();
+  manual_seed(8);
+  Tensor x = randn32({4, 6});
+  CastManySpy spy;
+  {
+    auto model = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(6, 5), std::make_shared<nn::ReLU>(),
+                                                  std::make_shared<nn::Linear>(5, 3));
+    auto forward = [&] {
+      autocast guard(kCpuType);
+      return model->forward(x);
+    };
+    Tensor y1 = forward();
+    EXPECT_EQ(autocast_state::kept_casts(), 4u);  // two weights, two biases
+    Tensor y2 = forward();
+    EXPECT_TRUE(equal(y1, y2));
+    EXPECT_EQ(CastManySpy::calls(), 0);
+    EXPECT_EQ(autocast_state::kept_casts(), 4u);
+
+    optim::SGD sgd(model->parameters(), optim::SGDOptions{0.1});
+    forward().to(DType::Float32).sum().backward();
+    sgd.step();
+    Tensor y3 = forward();
+    EXPECT_EQ(CastManySpy::calls(), 1);
+    EXPECT_EQ(CastManySpy::tensors(), 4);
+    autocast_state::clear_cache();
+    Tensor expected = forward();  // every cast made anew from the current weights
+    EXPECT_TRUE(equal(y3, expected));
+    EXPECT_EQ(CastManySpy::calls(), 1);
+  }
+  // The model's leaves are dead: the next refresh forgets their casts.
+  auto other = std::make_shared<nn::Linear>(6, 2);
+  {
+    autocast guard(kCpuType);
+    other->forward(x);
+  }
+  EXPECT_EQ(autocast_state::kept_casts(), 6u);
+  {
+    NoGradGuard no_grad;
+    other->weight.mul_(2.0);
+  }
+  {
+    autocast guard(kCpuType);
+    other->forward(x);
+  }
+  EXPECT_EQ(CastManySpy::calls(), 2);
+  EXPECT_EQ(CastManySpy::tensors(), 5);  // the weight alone: the bias did not change
+  EXPECT_EQ(autocast_state::kept_casts(), 2u);
+  amp::clear_autocast_cache();
+  EXPECT_EQ(autocast_state::kept_casts(), 0u);
+}
+
+TEST(Autocast, NothingIsKeptUnderNoGradOrWithTheCacheDisabled) {
+  autocast_state::clear_cache();
+  Tensor x = randn32({2, 4});
+  Tensor w = randn32({3, 4}).set_requires_grad();
+  {
+    autocast guard(kCpuType);
+    NoGradGuard no_grad;
+    linear(x, w);
+  }
+  {
+    autocast guard(kCpuType, std::nullopt, true, /*cache_enabled=*/false);
+    linear(x, w);
+  }
+  EXPECT_EQ(autocast_state::kept_casts(), 0u);
 }
 
 // linear multiplies in the autocast dtype but records itself against the
