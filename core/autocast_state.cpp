@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/autograd/function.h"
 #include "core/cuda/graph.h"
 #include "core/grad_mode.h"
 #include "core/ops/amp_kernels.h"
@@ -56,15 +57,6 @@ uint8_t mask_of(const State& s) {
 bool cacheable(const Tensor& t, const ThreadState& ts) {
   return ts.state.cache_enabled && ts.nesting > 0 && GradMode::is_enabled() && t.dtype() == DType::Float32 &&
          t.is_leaf() && t.requires_grad() && !t.impl()->is_view;
-}
-
-Tensor cached_cast(const Tensor& t, DType dtype, ThreadState& ts) {
-  CacheEntry& e = ts.cache[{t.impl(), dtype}];
-  if (e.cast.defined() && e.leaf.lock() == t.impl_ptr() && e.version == t.version()) return e.cast;
-  e.leaf = t.impl_ptr();
-  e.version = t.version();
-  e.cast = t.to(dtype);
-  return e.cast;
 }
 
 // Recasts, in one cast_many launch, every kept cast to `dtype` on `device`
@@ -119,6 +111,22 @@ Tensor kept_cast(const Tensor& t, DType dtype, ThreadState& ts) {
   e.version = t.version();
   e.epoch = kept_epoch.load();
   e.cast = t.to(dtype);
+  return e.cast;
+}
+
+// The region's cast of t with history: the kept cast's data (no kernel when
+// it is fresh) under a node of its own whose backward casts the gradient
+// back, as Tensor::to's does.
+Tensor cached_cast(const Tensor& t, DType dtype, ThreadState& ts) {
+  CacheEntry& e = ts.cache[{t.impl(), dtype}];
+  if (e.cast.defined() && e.leaf.lock() == t.impl_ptr() && e.version == t.version()) return e.cast;
+  e.leaf = t.impl_ptr();
+  e.version = t.version();
+  e.cast = kept_cast(t, dtype, ts).detach();
+  const DType in_dt = t.dtype();
+  const Device in_dev = t.device();
+  autograd::record("ToCopyBackward", {&e.cast}, {t},
+                   [in_dt, in_dev](const TensorList& g) { return TensorList{g[0].to(in_dev, in_dt)}; });
   return e.cast;
 }
 

@@ -33,7 +33,8 @@
 //   * cast(): within the outermost autocast region, the lower-precision
 //     cast is made once and reused (PyTorch's autocast cache) as long as
 //     the leaf was not modified in place since; emptied when the outermost
-//     region ends (exit_region() bringing the nesting depth to 0).
+//     region ends (exit_region() bringing the nesting depth to 0). Its data
+//     is the kept cast below, under a cast node of the region's own.
 //   * cast_without_history(): the cast is kept from region to region, so a
 //     weight the optimizer did not change is not cast again. When a kept
 //     cast is found stale (its leaf's version moved: an optimizer step),

@@ -146,13 +146,17 @@ void Optimizer::step_impl(const GradScaling* scaling) {
 
 std::map<std::string, Tensor>& Optimizer::init_state(const Tensor& param, const GroupOptions& options) {
   std::map<std::string, Tensor>& st = state_[param.impl()];
-  if (param.device().is_cuda() && st.empty()) {
+  const std::vector<std::string> buffers = buffer_names(options);
+  const bool creates = (uses_step(options) && !st.count("step")) ||
+                       std::any_of(buffers.begin(), buffers.end(), [&](const std::string& b) { return !st.count(b); });
+  if (!creates) return st;  // a stateless update (SGD without momentum) creates nothing, captured or not
+  if (param.device().is_cuda()) {
     const std::string what = name_ + ".step (the first update of a parameter, which creates its state)";
     cuda::detail::check_not_capturing(param.device().index, what.c_str(),
                                       "every replay would zero the new state again; run one step before capturing");
   }
   if (uses_step(options) && !st.count("step")) st["step"] = zeros({}, DType::Int64, param.device());
-  for (const std::string& name : buffer_names(options)) {
+  for (const std::string& name : buffers) {
     if (!st.count(name)) st[name] = zeros(param.shape(), optim_state_dtype(param.dtype()), param.device());
   }
   return st;

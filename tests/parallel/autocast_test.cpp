@@ -296,6 +296,44 @@ TEST(Autocast, LinearsCastsAreKeptAcrossRegionsAndRecastTogether) {
   EXPECT_EQ(autocast_state::kept_casts(), 0u);
 }
 
+// matmul and conv2d take their weight casts with history, each region its
+// own cast node, over the kept data: an unchanged weight costs no cast in a
+// later region, a changed one is recast in the batch, and the gradients
+// are the same float32 ones either way.
+TEST(Autocast, DifferentiableCastsShareTheKeptData) {
+  autocast_state::clear_cache();
+  manual_seed(9);
+  Tensor img = randn32({2, 3, 5, 5});
+  Tensor kernel = randn32({4, 3, 3, 3}).set_requires_grad();
+  CastManySpy spy;
+  auto run = [&] {
+    kernel.set_grad(Tensor());
+    Tensor y;
+    {
+      autocast guard(kCpuType);
+      y = conv2d(img, kernel);
+    }
+    EXPECT_EQ(y.grad_fn()->next_edges()[1].node->name(), "ToCopyBackward");
+    y.to(DType::Float32).sum().backward();
+    return std::make_pair(y, kernel.grad());
+  };
+  const auto [y1, g1] = run();
+  const auto [y2, g2] = run();
+  EXPECT_EQ(CastManySpy::calls(), 0);
+  EXPECT_EQ(autocast_state::kept_casts(), 1u);
+  EXPECT_NE(y1.grad_fn()->next_edges()[1].node, y2.grad_fn()->next_edges()[1].node);
+  EXPECT_TRUE(equal(y1, y2));
+  EXPECT_EQ(g2.dtype(), DType::Float32);
+  EXPECT_TRUE(equal(g1, g2));
+  {
+    NoGradGuard no_grad;
+    kernel.mul_(-1.0);
+  }
+  const auto [y3, g3] = run();
+  EXPECT_EQ(CastManySpy::calls(), 1);
+  EXPECT_TRUE(equal(y3, -y1));
+}
+
 TEST(Autocast, NothingIsKeptUnderNoGradOrWithTheCacheDisabled) {
   autocast_state::clear_cache();
   Tensor x = randn32({2, 4});

@@ -228,6 +228,22 @@ TEST(CudaGraph, WaitingForTheDeviceInsideACaptureIsAnErrorAndTheDeviceKeepsWorki
   EXPECT_TRUE(throws_with([&] { Graph().replay(); }, {"nothing is captured", "capture(work) first"}));
 }
 
+// SGD without momentum keeps no state: even its first update creates
+// nothing, so it may be captured at once, and each replay takes a step.
+TEST(CudaGraph, AStatelessOptimizerStepIsCapturedAtOnce) {
+  REQUIRE_GPU();
+  Tensor w = full({4}, 1.0, DType::Float32, kGpu).set_requires_grad();
+  optim::SGD sgd(TensorList{w}, optim::SGDOptions{0.25});
+  Graph graph;
+  graph.capture([&] {
+    sgd.zero_grad();
+    (w * 2.0).sum().backward();
+    sgd.step();
+  });
+  for (int i = 0; i < 3; ++i) graph.replay();
+  EXPECT_EQ(to_vector<float>(w.cpu()), std::vector<float>(4, 1.0f - 3 * 0.25f * 2.0f));
+}
+
 TEST(CudaGraph, StaleOptimizerValuesAreErrorsAtReplay) {
   REQUIRE_GPU();
   Tensor w = randn({10}, DType::Float32, kGpu).set_requires_grad();
