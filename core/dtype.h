@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <iosfwd>
 #include <string>
+#include <type_traits>
 
 #include "core/error.h"
 #include "core/half.h"
@@ -80,3 +81,22 @@ template <> struct dtype_of<bool> { static constexpr DType value = DType::Bool; 
     EMBER_FAIL(op << ": expected a floating dtype (float32, float64, float16, "       \
                   << "bfloat16) but got " << ::ember::dtype_name(dtype));             \
   }()
+
+namespace ember {
+
+// For kernels that take 16-bit float data with float32 companions (a loss
+// of half logits under autocast, batch norm's float32 parameters beside
+// half activations): calls f.template operator()<C>() with C = T when
+// `companion` is `data` (the dtype of T), or C = float when T is float16 or
+// bfloat16 and `companion` is float32; any other pairing is an
+// ember::Error naming op.
+template <typename T, typename F>
+void dispatch_same_or_float32(DType data, DType companion, const char* op, F&& f) {
+  if (companion == data) return f.template operator()<T>();
+  EMBER_CHECK(companion == DType::Float32 && (data == DType::Float16 || data == DType::BFloat16),
+              op << ": " << dtype_name(companion) << " beside " << dtype_name(data)
+                 << " data; it takes the data's dtype, or float32 beside float16 and bfloat16");
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) f.template operator()<float>();
+}
+
+}  // namespace ember

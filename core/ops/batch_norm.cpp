@@ -5,7 +5,10 @@
 // recorded ops instead (the statistics recomputed from the saved input), so
 // higher-order gradients are right. The running statistics are buffers, not
 // inputs of the graph: no gradient flows into them. A half input with float32
-// parameters goes through a float32 copy (see batch_norm below).
+// parameters and statistics is normalized by the kernels in float32 as it
+// is (no cast of it or of its gradient): y and dx in its dtype, the
+// parameters' gradients in float32; the composed backward works on a
+// float32 copy of it.
 #include "core/autograd/function.h"
 #include "core/ops.h"
 #include "core/ops/batch_norm_kernels.h"
@@ -20,13 +23,13 @@ namespace {
 
 using detail::describe;
 
-void check_channel_tensor(const char* what, const Tensor& t, const Tensor& x) {
+void check_channel_tensor(const char* what, const Tensor& t, const Tensor& x, DType param_dtype) {
   if (!t.defined()) return;
   EMBER_CHECK(t.dim() == 1 && t.size(0) == x.size(1), "batch_norm: " << what << " must have shape [" << x.size(1)
                                                                       << "] (the channels of the input of shape "
                                                                       << shape_str(x.shape()) << "), but got "
                                                                       << shape_str(t.shape()));
-  EMBER_CHECK(t.dtype() == x.dtype() && t.device() == x.device(),
+  EMBER_CHECK(t.dtype() == param_dtype && t.device() == x.device(),
               "batch_norm: " << what << " is " << describe(t) << " but the input is " << describe(x)
                              << "; convert it with .to(device, dtype)");
 }
@@ -76,9 +79,9 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
                                                                                           << "; convert with .to(dtype)");
   // A float16/bfloat16 input with float32 parameters and statistics (under
   // autocast, or in a model cast to half with its BatchNorm kept in float32)
-  // is normalized in float32 and returned in its own dtype. The casts are
-  // differentiable: the input's gradient comes back in its dtype, the
-  // parameters' in float32.
+  // is normalized in float32 and returned in its own dtype; the input's
+  // gradient comes back in its dtype, the parameters' in float32.
+  DType param_dtype = input.dtype();
   if (input.dtype() == DType::Float16 || input.dtype() == DType::BFloat16) {
     bool any = false, all_float32 = true;
     for (const Tensor* t : {&weight, &bias, &running_mean, &running_var}) {
@@ -86,15 +89,12 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
       any = true;
       all_float32 = all_float32 && t->dtype() == DType::Float32;
     }
-    if (any && all_float32) {
-      return batch_norm(input.to(DType::Float32), running_mean, running_var, weight, bias, training, momentum, eps)
-          .to(input.dtype());
-    }
+    if (any && all_float32) param_dtype = DType::Float32;
   }
-  check_channel_tensor("weight", weight, input);
-  check_channel_tensor("bias", bias, input);
-  check_channel_tensor("running_mean", running_mean, input);
-  check_channel_tensor("running_var", running_var, input);
+  check_channel_tensor("weight", weight, input, param_dtype);
+  check_channel_tensor("bias", bias, input, param_dtype);
+  check_channel_tensor("running_mean", running_mean, input, param_dtype);
+  check_channel_tensor("running_var", running_var, input, param_dtype);
   EMBER_CHECK(training || (running_mean.defined() && running_var.defined()),
               "batch_norm: eval mode (training=false) normalizes with running_mean and running_var, so both must be "
               "given (input of shape "
@@ -120,6 +120,7 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
   BatchNormArgs a;
   a.device = x.device().index;
   a.dtype = x.dtype();
+  a.param_dtype = param_dtype;
   a.n = n;
   a.c = c;
   a.inner = inner;
@@ -156,14 +157,18 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
       const char* name = "BatchNormBackward";
       Tensor xv = sx.unpack(name), wv = sw.defined() ? sw.unpack(name) : Tensor();
       if (GradMode::is_enabled()) {
-        TensorList d = composed_backward(g[0], xv, wv, save_mean, save_invstd, training, eps);
-        return TensorList{need_x ? d[0] : Tensor(), need_w ? d[1] : Tensor(), need_b ? d[2] : Tensor()};
+        // In the parameters' dtype: a half input's composed backward runs on
+        // its float32 copy, and dx comes back in its own dtype.
+        const DType in_dtype = xv.dtype();
+        TensorList d = composed_backward(g[0].to(param_dtype), xv.to(param_dtype), wv, save_mean, save_invstd,
+                                         training, eps);
+        return TensorList{need_x ? d[0].to(in_dtype) : Tensor(), need_w ? d[1] : Tensor(), need_b ? d[2] : Tensor()};
       }
       Tensor gy = g[0].contiguous(), xd = xv.detach().contiguous();
       Tensor wd = wv.defined() ? wv.detach().contiguous() : Tensor();
       Tensor dx = need_x ? empty(xd.shape(), xd.dtype(), xd.device()) : Tensor();
-      Tensor dw = need_w ? empty({c}, xd.dtype(), xd.device()) : Tensor();
-      Tensor db = need_b ? empty({c}, xd.dtype(), xd.device()) : Tensor();
+      Tensor dw = need_w ? empty({c}, param_dtype, xd.device()) : Tensor();
+      Tensor db = need_b ? empty({c}, param_dtype, xd.device()) : Tensor();
       BatchNormArgs ba = a;
       ba.input = xd.data_ptr();
       ba.weight = wd.defined() ? wd.data_ptr() : nullptr;

@@ -3,9 +3,11 @@
 // Contract: the front-end (core/ops/batch_norm.cpp) hands input as a dense
 // (n, c, inner) array (inner: the product of the dims after C, 1 for 2-D
 // input), n * inner >= 1 (>= 2 when training), c >= 1. weight, bias,
-// running_mean and running_var are dense (c) arrays of the input's dtype or
-// null; save_mean and save_invstd are (c) arrays of the statistics dtype
-// (float32 for float32 and the half types, float64 for float64).
+// running_mean and running_var are dense (c) arrays of param_dtype (the
+// input's dtype, or float32 beside float16 and bfloat16 input: autocast's
+// half activations with float32 parameters) or null, as are grad_weight
+// and grad_bias; save_mean and save_invstd are (c) arrays of the statistics
+// dtype (float32 for float32 and the half types, float64 for float64).
 //
 // forward:
 // - training: per channel, Welford's mean and biased variance over its
@@ -37,7 +39,8 @@ namespace ember {
 
 struct BatchNormArgs {
   int device = 0;
-  DType dtype = DType::Float32;  // input, output, weight, bias, running stats, grads
+  DType dtype = DType::Float32;        // input, output, grad_output, grad_input
+  DType param_dtype = DType::Float32;  // weight, bias, running stats, grad_weight, grad_bias
   int64_t n = 0, c = 0, inner = 0;
   bool training = true;
   double momentum = 0.1, eps = 1e-5;

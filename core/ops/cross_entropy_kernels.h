@@ -32,11 +32,8 @@
 #pragma once
 
 #include <cstdint>
-#include <type_traits>
 
 #include "core/dtype.h"
-#include "core/error.h"
-#include "core/half.h"
 #include "core/kernel_stub.h"
 
 namespace ember {
@@ -61,17 +58,6 @@ struct CrossEntropyArgs {
 
 // The dtype of lse and count for a logits dtype.
 inline DType cross_entropy_stats_dtype(DType t) { return t == DType::Float64 ? DType::Float64 : DType::Float32; }
-
-// Calls f.template operator()<O>() with O the C++ type of a.out_dtype, which
-// is T (the logits' type) or float; an ember::Error for any other pairing.
-template <typename T, typename F>
-void dispatch_cross_entropy_out(const CrossEntropyArgs& a, F&& f) {
-  if (a.out_dtype == a.dtype) return f.template operator()<T>();
-  EMBER_CHECK(a.out_dtype == DType::Float32 && (a.dtype == DType::Float16 || a.dtype == DType::BFloat16),
-              "cross_entropy: a loss of " << dtype_name(a.out_dtype) << " from logits of " << dtype_name(a.dtype)
-                                          << "; it takes the logits' dtype, or float32 for 16-bit logits");
-  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) f.template operator()<float>();
-}
 
 using CrossEntropyKernelFn = void(const CrossEntropyArgs& args);
 extern KernelStub<CrossEntropyKernelFn> cross_entropy_forward_stub;

@@ -188,11 +188,14 @@ Tensor linear_of(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor
       const bool create_graph = GradMode::is_enabled();
       Tensor dx, dw, db;
       if (sw.defined()) {
-        dx = matmul(g[0], create_graph && sweight.defined() ? sweight.unpack(node).to(compute_dtype) : sw.unpack(node));
+        const Tensor wv = create_graph && sweight.defined() ? sweight.unpack(node).to(compute_dtype) : sw.unpack(node);
+        dx = matmul(g[0], wv);
       }
       if (sx.defined()) {
         Tensor xv = sx.unpack(node);
-        if (!create_graph) std::tie(dw, db) = fused_weight_grad(g[0], xv, bias_grad && bias_dtype == weight_dtype, weight_dtype);
+        if (!create_graph) {
+          std::tie(dw, db) = fused_weight_grad(g[0], xv, bias_grad && bias_dtype == weight_dtype, weight_dtype);
+        }
         if (!dw.defined()) dw = matmul(g[0].reshape({rows, n}).t(), xv.reshape({rows, k})).to(weight_dtype);
       }
       if (bias_grad && !db.defined()) db = sum_to(g[0], {n}).to(bias_dtype);

@@ -1,6 +1,8 @@
 // CPU batch-norm kernels (contract in core/ops/batch_norm_kernels.h): per
 // channel, Welford statistics (or the running ones), then the affine
 // normalization; backward takes the two per-channel sums, then grad_input.
+// P is the type of the per-channel parameters and running statistics: the
+// input's, or float beside 16-bit input.
 #include <cmath>
 #include <type_traits>
 
@@ -20,7 +22,7 @@ void store(void* p, int64_t i, S v) {
   static_cast<T*>(p)[i] = T(acc_t<T>(v));
 }
 
-template <typename T, typename S>
+template <typename T, typename P, typename S>
 void forward(const BatchNormArgs& a) {
   const T* x = static_cast<const T*>(a.input);
   S* save_mean = static_cast<S*>(a.save_mean);
@@ -43,17 +45,17 @@ void forward(const BatchNormArgs& a) {
       save_mean[c] = mean;
       save_invstd[c] = S(1) / std::sqrt(var + S(a.eps));
       const S mom = S(a.momentum);
-      if (a.running_mean) store<T, S>(a.running_mean, c, (1 - mom) * load<T, S>(a.running_mean, c) + mom * mean);
+      if (a.running_mean) store<P, S>(a.running_mean, c, (1 - mom) * load<P, S>(a.running_mean, c) + mom * mean);
       if (a.running_var) {
         S unbiased = m2 / S(m - 1);
-        store<T, S>(a.running_var, c, (1 - mom) * load<T, S>(a.running_var, c) + mom * unbiased);
+        store<P, S>(a.running_var, c, (1 - mom) * load<P, S>(a.running_var, c) + mom * unbiased);
       }
     } else {
-      save_mean[c] = load<T, S>(a.running_mean, c);
-      save_invstd[c] = S(1) / std::sqrt(load<T, S>(a.running_var, c) + S(a.eps));
+      save_mean[c] = load<P, S>(a.running_mean, c);
+      save_invstd[c] = S(1) / std::sqrt(load<P, S>(a.running_var, c) + S(a.eps));
     }
-    const S scale = save_invstd[c] * (a.weight ? load<T, S>(a.weight, c) : S(1));
-    const S shift = (a.bias ? load<T, S>(a.bias, c) : S(0)) - save_mean[c] * scale;
+    const S scale = save_invstd[c] * (a.weight ? load<P, S>(a.weight, c) : S(1));
+    const S shift = (a.bias ? load<P, S>(a.bias, c) : S(0)) - save_mean[c] * scale;
     for (int64_t b = 0; b < a.n; ++b) {
       const int64_t base = (b * a.c + c) * a.inner;
       for (int64_t i = 0; i < a.inner; ++i) {
@@ -63,7 +65,7 @@ void forward(const BatchNormArgs& a) {
   }
 }
 
-template <typename T, typename S>
+template <typename T, typename P, typename S>
 void backward(const BatchNormArgs& a) {
   const S* save_mean = static_cast<const S*>(a.save_mean);
   const S* save_invstd = static_cast<const S*>(a.save_invstd);
@@ -79,10 +81,10 @@ void backward(const BatchNormArgs& a) {
         sum_dy_xhat += dy * (load<T, S>(a.input, base + i) - mean) * invstd;
       }
     }
-    if (a.grad_weight) store<T, S>(a.grad_weight, c, sum_dy_xhat);
-    if (a.grad_bias) store<T, S>(a.grad_bias, c, sum_dy);
+    if (a.grad_weight) store<P, S>(a.grad_weight, c, sum_dy_xhat);
+    if (a.grad_bias) store<P, S>(a.grad_bias, c, sum_dy);
     if (!a.grad_input) continue;
-    const S scale = invstd * (a.weight ? load<T, S>(a.weight, c) : S(1));
+    const S scale = invstd * (a.weight ? load<P, S>(a.weight, c) : S(1));
     for (int64_t b = 0; b < a.n; ++b) {
       const int64_t base = (b * a.c + c) * a.inner;
       for (int64_t i = 0; i < a.inner; ++i) {
@@ -101,9 +103,10 @@ void backward(const BatchNormArgs& a) {
 template <bool Forward>
 void batch_norm_kernel(const BatchNormArgs& a) {
   EMBER_DISPATCH_FLOAT(a.dtype, "batch_norm", [&]<typename T>() {
-    using S = std::conditional_t<std::is_same_v<T, double>, double, float>;
-    if constexpr (Forward) forward<T, S>(a);
-    else backward<T, S>(a);
+    dispatch_same_or_float32<T>(a.dtype, a.param_dtype, "batch_norm", [&]<typename P>() {
+      if constexpr (Forward) forward<T, P, acc_t<T>>(a);
+      else backward<T, P, acc_t<T>>(a);
+    });
   });
 }
 

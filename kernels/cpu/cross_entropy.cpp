@@ -97,7 +97,7 @@ void backward(const CrossEntropyArgs& a) {
 void forward_kernel(const CrossEntropyArgs& a) {
   EMBER_DISPATCH_FLOAT(a.dtype, "cross_entropy", [&]<typename T>() {
     dispatch_index(a.target_dtype, "cross_entropy", [&]<typename I>() {
-      dispatch_cross_entropy_out<T>(a, [&]<typename O>() { forward<T, I, O>(a); });
+      dispatch_same_or_float32<T>(a.dtype, a.out_dtype, "cross_entropy", [&]<typename O>() { forward<T, I, O>(a); });
     });
   });
 }
@@ -105,7 +105,7 @@ void forward_kernel(const CrossEntropyArgs& a) {
 void backward_kernel(const CrossEntropyArgs& a) {
   EMBER_DISPATCH_FLOAT(a.dtype, "cross_entropy_backward", [&]<typename T>() {
     dispatch_index(a.target_dtype, "cross_entropy_backward", [&]<typename I>() {
-      dispatch_cross_entropy_out<T>(a, [&]<typename O>() { backward<T, I, O>(a); });
+      dispatch_same_or_float32<T>(a.dtype, a.out_dtype, "cross_entropy", [&]<typename O>() { backward<T, I, O>(a); });
     });
   });
 }

@@ -66,22 +66,23 @@ __device__ __forceinline__ void for_channel_values(const BatchNormArgs& a, int64
   }
 }
 
-// The statistics of channel c from its merged Welford result.
-template <typename T, typename S>
+// The statistics of channel c from its merged Welford result (P: the type
+// of the per-channel parameters and running statistics).
+template <typename P, typename S>
 __device__ __forceinline__ void write_stats(const BatchNormArgs& a, int64_t c, const Welford<S>& w) {
   const S m = S(a.n * a.inner), mean = w.mean, mom = S(a.momentum);
   static_cast<S*>(a.save_mean)[c] = mean;
   static_cast<S*>(a.save_invstd)[c] = S(1) / ::sqrt(w.m2 / m + S(a.eps));
-  if (a.running_mean) store<T, S>(a.running_mean, c, (S(1) - mom) * load<T, S>(a.running_mean, c) + mom * mean);
+  if (a.running_mean) store<P, S>(a.running_mean, c, (S(1) - mom) * load<P, S>(a.running_mean, c) + mom * mean);
   if (a.running_var) {
-    store<T, S>(a.running_var, c, (S(1) - mom) * load<T, S>(a.running_var, c) + mom * (w.m2 / (m - S(1))));
+    store<P, S>(a.running_var, c, (S(1) - mom) * load<P, S>(a.running_var, c) + mom * (w.m2 / (m - S(1))));
   }
 }
 
 // Block (c, s): Welford over rows [s * rows, (s + 1) * rows) of channel c,
 // into partials[c * splits + s], or, with one split (Final), the channel's
 // statistics.
-template <typename T, typename S, bool Final>
+template <typename T, typename P, typename S, bool Final>
 __global__ void partial_stats_kernel(BatchNormArgs a, int64_t rows, Welford<S>* partials) {
   __shared__ Welford<S> shared[32];
   const int64_t c = blockIdx.x, b0 = int64_t(blockIdx.y) * rows, b1 = ::min(a.n, b0 + rows);
@@ -90,7 +91,7 @@ __global__ void partial_stats_kernel(BatchNormArgs a, int64_t rows, Welford<S>* 
   w = block_welford(w, shared);
   if (threadIdx.x != 0) return;
   if constexpr (Final) {
-    write_stats<T, S>(a, c, w);
+    write_stats<P, S>(a, c, w);
   } else {
     partials[c * gridDim.y + blockIdx.y] = w;
   }
@@ -98,7 +99,7 @@ __global__ void partial_stats_kernel(BatchNormArgs a, int64_t rows, Welford<S>* 
 
 // A warp per channel: lane l merges partials l, l + 32, ..., then the warp's
 // tree (a fixed order).
-template <typename T, typename S>
+template <typename P, typename S>
 __global__ void merge_stats_kernel(BatchNormArgs a, const Welford<S>* partials, int splits) {
   const int64_t c = int64_t(blockIdx.x) * (kThreads / 32) + (threadIdx.x >> 5);
   if (c >= a.c) return;  // whole warps leave together
@@ -106,15 +107,15 @@ __global__ void merge_stats_kernel(BatchNormArgs a, const Welford<S>* partials, 
   Welford<S> w;
   for (int s = lane; s < splits; s += 32) w.merge(partials[c * splits + s]);
   w = warp_welford(w);
-  if (lane == 0) write_stats<T, S>(a, c, w);
+  if (lane == 0) write_stats<P, S>(a, c, w);
 }
 
-template <typename T, typename S>
+template <typename P, typename S>
 __global__ void running_stats_kernel(BatchNormArgs a) {
   const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= a.c) return;
-  static_cast<S*>(a.save_mean)[c] = load<T, S>(a.running_mean, c);
-  static_cast<S*>(a.save_invstd)[c] = S(1) / ::sqrt(load<T, S>(a.running_var, c) + S(a.eps));
+  static_cast<S*>(a.save_mean)[c] = load<P, S>(a.running_mean, c);
+  static_cast<S*>(a.save_invstd)[c] = S(1) / ::sqrt(load<P, S>(a.running_var, c) + S(a.eps));
 }
 
 // f(i, c) for every element i of channel c: planes of wide rows one block
@@ -139,13 +140,13 @@ __device__ __forceinline__ void for_each_element(const BatchNormArgs& a, F&& f) 
   }
 }
 
-template <typename T, typename S>
+template <typename T, typename P, typename S>
 __global__ void normalize_kernel(BatchNormArgs a) {
   const S* mean = static_cast<const S*>(a.save_mean);
   const S* invstd = static_cast<const S*>(a.save_invstd);
   for_each_element(a, [&](int64_t i, int64_t c) {
-    const S scale = invstd[c] * (a.weight ? load<T, S>(a.weight, c) : S(1));
-    const S shift = (a.bias ? load<T, S>(a.bias, c) : S(0)) - mean[c] * scale;
+    const S scale = invstd[c] * (a.weight ? load<P, S>(a.weight, c) : S(1));
+    const S shift = (a.bias ? load<P, S>(a.bias, c) : S(0)) - mean[c] * scale;
     store<T, S>(a.output, i, load<T, S>(a.input, i) * scale + shift);
   });
 }
@@ -157,15 +158,15 @@ struct GradSums {
 };
 
 // sums[c] = sum(dy), sums[c + a.c] = sum(dy * xhat), and the parameter grads.
-template <typename T, typename S>
+template <typename P, typename S>
 __device__ __forceinline__ void write_sums(const BatchNormArgs& a, int64_t c, const GradSums<S>& g, S* sums) {
   sums[c] = g.dy;
   sums[c + a.c] = g.dy_xhat;
-  if (a.grad_weight) store<T, S>(a.grad_weight, c, g.dy_xhat);
-  if (a.grad_bias) store<T, S>(a.grad_bias, c, g.dy);
+  if (a.grad_weight) store<P, S>(a.grad_weight, c, g.dy_xhat);
+  if (a.grad_bias) store<P, S>(a.grad_bias, c, g.dy);
 }
 
-template <typename T, typename S, bool Final>
+template <typename T, typename P, typename S, bool Final>
 __global__ void partial_sums_kernel(BatchNormArgs a, int64_t rows, GradSums<S>* partials, S* sums) {
   __shared__ S shared[32];
   const int64_t c = blockIdx.x, b0 = int64_t(blockIdx.y) * rows, b1 = ::min(a.n, b0 + rows);
@@ -180,13 +181,13 @@ __global__ void partial_sums_kernel(BatchNormArgs a, int64_t rows, GradSums<S>* 
   g.dy_xhat = block_sum(g.dy_xhat, shared);
   if (threadIdx.x != 0) return;
   if constexpr (Final) {
-    write_sums<T, S>(a, c, g, sums);
+    write_sums<P, S>(a, c, g, sums);
   } else {
     partials[c * gridDim.y + blockIdx.y] = g;
   }
 }
 
-template <typename T, typename S>
+template <typename P, typename S>
 __global__ void merge_sums_kernel(BatchNormArgs a, const GradSums<S>* partials, int splits, S* sums) {
   const int64_t c = int64_t(blockIdx.x) * (kThreads / 32) + (threadIdx.x >> 5);
   if (c >= a.c) return;  // whole warps leave together
@@ -198,16 +199,16 @@ __global__ void merge_sums_kernel(BatchNormArgs a, const GradSums<S>* partials, 
   }
   g.dy = warp_sum(g.dy);
   g.dy_xhat = warp_sum(g.dy_xhat);
-  if (lane == 0) write_sums<T, S>(a, c, g, sums);
+  if (lane == 0) write_sums<P, S>(a, c, g, sums);
 }
 
-template <typename T, typename S>
+template <typename T, typename P, typename S>
 __global__ void grad_input_kernel(BatchNormArgs a, const S* sums) {
   const S m = S(a.n * a.inner);
   const S* mean = static_cast<const S*>(a.save_mean);
   const S* invstd = static_cast<const S*>(a.save_invstd);
   for_each_element(a, [&](int64_t i, int64_t c) {
-    const S scale = invstd[c] * (a.weight ? load<T, S>(a.weight, c) : S(1));
+    const S scale = invstd[c] * (a.weight ? load<P, S>(a.weight, c) : S(1));
     S dx = load<T, S>(a.grad_output, i);
     if (a.training) {
       const S xhat = (load<T, S>(a.input, i) - mean[c]) * invstd[c];
@@ -245,27 +246,29 @@ void forward(const BatchNormArgs& a) {
   DeviceGuard guard(a.device);
   cudaStream_t stream = current_stream(a.device).handle();
   EMBER_DISPATCH_FLOAT(a.dtype, "batch_norm", [&]<typename T>() {
-    using S = std::conditional_t<std::is_same_v<T, double>, double, float>;
-    if (a.training) {
-      const Splits s = split_rows(a);
-      const dim3 grid(unsigned(a.c), unsigned(s.count));
-      if (s.count == 1) {
-        partial_stats_kernel<T, S, true><<<grid, kThreads, 0, stream>>>(a, s.rows, nullptr);
-        EMBER_CUDA_CHECK_LAUNCH();
+    dispatch_same_or_float32<T>(a.dtype, a.param_dtype, "batch_norm", [&]<typename P>() {
+      using S = acc_t<T>;
+      if (a.training) {
+        const Splits s = split_rows(a);
+        const dim3 grid(unsigned(a.c), unsigned(s.count));
+        if (s.count == 1) {
+          partial_stats_kernel<T, P, S, true><<<grid, kThreads, 0, stream>>>(a, s.rows, nullptr);
+          EMBER_CUDA_CHECK_LAUNCH();
+        } else {
+          Tensor partials = empty({a.c * s.count * int64_t(sizeof(Welford<S>))}, DType::Bool, cuda_device(a.device));
+          auto* p = static_cast<Welford<S>*>(partials.data_ptr());
+          partial_stats_kernel<T, P, S, false><<<grid, kThreads, 0, stream>>>(a, s.rows, p);
+          EMBER_CUDA_CHECK_LAUNCH();
+          merge_stats_kernel<P, S><<<warp_blocks(a.c), kThreads, 0, stream>>>(a, p, s.count);
+          EMBER_CUDA_CHECK_LAUNCH();
+        }
       } else {
-        Tensor partials = empty({a.c * s.count * int64_t(sizeof(Welford<S>))}, DType::Bool, cuda_device(a.device));
-        auto* p = static_cast<Welford<S>*>(partials.data_ptr());
-        partial_stats_kernel<T, S, false><<<grid, kThreads, 0, stream>>>(a, s.rows, p);
-        EMBER_CUDA_CHECK_LAUNCH();
-        merge_stats_kernel<T, S><<<warp_blocks(a.c), kThreads, 0, stream>>>(a, p, s.count);
+        running_stats_kernel<P, S><<<channel_blocks(a.c), kThreads, 0, stream>>>(a);
         EMBER_CUDA_CHECK_LAUNCH();
       }
-    } else {
-      running_stats_kernel<T, S><<<channel_blocks(a.c), kThreads, 0, stream>>>(a);
+      normalize_kernel<T, P, S><<<element_blocks(a), kThreads, 0, stream>>>(a);
       EMBER_CUDA_CHECK_LAUNCH();
-    }
-    normalize_kernel<T, S><<<element_blocks(a), kThreads, 0, stream>>>(a);
-    EMBER_CUDA_CHECK_LAUNCH();
+    });
   });
 }
 
@@ -273,30 +276,33 @@ void backward(const BatchNormArgs& a) {
   DeviceGuard guard(a.device);
   cudaStream_t stream = current_stream(a.device).handle();
   EMBER_DISPATCH_FLOAT(a.dtype, "batch_norm_backward", [&]<typename T>() {
-    using S = std::conditional_t<std::is_same_v<T, double>, double, float>;
-    Tensor sums;
-    if (a.grad_weight || a.grad_bias || (a.grad_input && a.training)) {
-      sums = empty({2, a.c}, batch_norm_stats_dtype(a.dtype), cuda_device(a.device));
-      S* out = static_cast<S*>(sums.data_ptr());
-      const Splits s = split_rows(a);
-      const dim3 grid(unsigned(a.c), unsigned(s.count));
-      if (s.count == 1) {
-        partial_sums_kernel<T, S, true><<<grid, kThreads, 0, stream>>>(a, s.rows, nullptr, out);
-        EMBER_CUDA_CHECK_LAUNCH();
-      } else {
-        Tensor partials = empty({a.c * s.count * int64_t(sizeof(GradSums<S>))}, DType::Bool, cuda_device(a.device));
-        auto* p = static_cast<GradSums<S>*>(partials.data_ptr());
-        partial_sums_kernel<T, S, false><<<grid, kThreads, 0, stream>>>(a, s.rows, p, out);
-        EMBER_CUDA_CHECK_LAUNCH();
-        merge_sums_kernel<T, S><<<warp_blocks(a.c), kThreads, 0, stream>>>(a, p, s.count, out);
+    dispatch_same_or_float32<T>(a.dtype, a.param_dtype, "batch_norm_backward", [&]<typename P>() {
+      using S = acc_t<T>;
+      Tensor sums;
+      if (a.grad_weight || a.grad_bias || (a.grad_input && a.training)) {
+        sums = empty({2, a.c}, batch_norm_stats_dtype(a.dtype), cuda_device(a.device));
+        S* out = static_cast<S*>(sums.data_ptr());
+        const Splits s = split_rows(a);
+        const dim3 grid(unsigned(a.c), unsigned(s.count));
+        if (s.count == 1) {
+          partial_sums_kernel<T, P, S, true><<<grid, kThreads, 0, stream>>>(a, s.rows, nullptr, out);
+          EMBER_CUDA_CHECK_LAUNCH();
+        } else {
+          Tensor partials =
+              empty({a.c * s.count * int64_t(sizeof(GradSums<S>))}, DType::Bool, cuda_device(a.device));
+          auto* p = static_cast<GradSums<S>*>(partials.data_ptr());
+          partial_sums_kernel<T, P, S, false><<<grid, kThreads, 0, stream>>>(a, s.rows, p, out);
+          EMBER_CUDA_CHECK_LAUNCH();
+          merge_sums_kernel<P, S><<<warp_blocks(a.c), kThreads, 0, stream>>>(a, p, s.count, out);
+          EMBER_CUDA_CHECK_LAUNCH();
+        }
+      }
+      if (a.grad_input) {
+        const S* s = sums.defined() ? static_cast<const S*>(sums.data_ptr()) : nullptr;
+        grad_input_kernel<T, P, S><<<element_blocks(a), kThreads, 0, stream>>>(a, s);
         EMBER_CUDA_CHECK_LAUNCH();
       }
-    }
-    if (a.grad_input) {
-      const S* s = sums.defined() ? static_cast<const S*>(sums.data_ptr()) : nullptr;
-      grad_input_kernel<T, S><<<element_blocks(a), kThreads, 0, stream>>>(a, s);
-      EMBER_CUDA_CHECK_LAUNCH();
-    }
+    });
   });
 }
 

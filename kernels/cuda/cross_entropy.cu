@@ -170,7 +170,7 @@ void forward(const CrossEntropyArgs& a) {
   cudaStream_t stream = current_stream(a.device).handle();
   EMBER_DISPATCH_FLOAT(a.dtype, "cross_entropy", [&]<typename T>() {
     dispatch_index(a.target_dtype, "cross_entropy", [&]<typename I>() {
-      dispatch_cross_entropy_out<T>(a, [&]<typename O>() {
+      dispatch_same_or_float32<T>(a.dtype, a.out_dtype, "cross_entropy", [&]<typename O>() {
         using S = acc_t<T>;
         raise_pending_index_error();
         Tensor row_loss;
@@ -200,7 +200,7 @@ void backward(const CrossEntropyArgs& a) {
   cudaStream_t stream = current_stream(a.device).handle();
   EMBER_DISPATCH_FLOAT(a.dtype, "cross_entropy_backward", [&]<typename T>() {
     dispatch_index(a.target_dtype, "cross_entropy_backward", [&]<typename I>() {
-      dispatch_cross_entropy_out<T>(a, [&]<typename O>() {
+      dispatch_same_or_float32<T>(a.dtype, a.out_dtype, "cross_entropy", [&]<typename O>() {
         const int64_t total = a.n * a.c;
         if (total < INT32_MAX - (int64_t(1) << 28)) {
           backward_kernel<T, I, O, uint32_t><<<grid_for(total), kThreads, 0, stream>>>(a);

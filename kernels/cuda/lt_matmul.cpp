@@ -84,9 +84,9 @@ uint32_t alignment(const void* p) {
 bool lt_suits(const GemmArgs& g, const LtEpilogue& e) {
   constexpr int64_t kMaxDim = 65535 * 32;
   const bool half = g.dtype == DType::Float16 || g.dtype == DType::BFloat16;
-  return is_floating(g.dtype) && (e.c_dtype == g.dtype || (half && e.c_dtype == DType::Float32)) && g.batch == 1 && g.m > 1 && g.n > 1 && g.k > 1 && g.m < kMaxDim &&
-         g.n < kMaxDim && g.k < kMaxDim && g.lda >= (g.trans_a ? g.m : g.k) && g.ldb >= (g.trans_b ? g.k : g.n) &&
-         g.ldc >= g.n;
+  return is_floating(g.dtype) && (e.c_dtype == g.dtype || (half && e.c_dtype == DType::Float32)) && g.batch == 1 &&
+         g.m > 1 && g.n > 1 && g.k > 1 && g.m < kMaxDim && g.n < kMaxDim && g.k < kMaxDim &&
+         g.lda >= (g.trans_a ? g.m : g.k) && g.ldb >= (g.trans_b ? g.k : g.n) && g.ldc >= g.n;
 }
 
 // What the algorithm depends on; all fields one width, so the key has no

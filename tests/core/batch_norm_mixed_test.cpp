@@ -49,6 +49,28 @@ TEST_P(BatchNormMixed, MatchesFloat32OnTheSameInput) {
   EXPECT_TRUE(equal(e, batch_norm(x32.detach(), rm32, rv32, w32.detach(), b32.detach(), false).to(low)));
 }
 
+// No cast runs: the input reaches BatchNormBackward directly, and so do the
+// parameters; under create_graph the composed backward gives the same
+// first-order gradients.
+TEST_P(BatchNormMixed, TheKernelsTakeTheHalfInputAsItIs) {
+  const DType low = GetParam();
+  manual_seed(2);
+  Tensor x = randn({6, 2, 3}).to(low).set_requires_grad();
+  Tensor w = rand({2}).set_requires_grad(), b = randn({2}).set_requires_grad();
+  Tensor y = batch_norm(x, {}, {}, w, b, true, 0.1, 1e-5);
+  ASSERT_EQ(y.grad_fn()->name(), "BatchNormBackward");
+  for (const Edge& e : y.grad_fn()->next_edges()) EXPECT_EQ(e.node->name(), "AccumulateGrad");
+  Tensor g = randn({6, 2, 3}).to(low);
+  TensorList fused = autograd::grad({y}, {x, w, b}, {g}, /*retain_graph=*/true);
+  TensorList composed = autograd::grad({y}, {x, w, b}, {g}, true, /*create_graph=*/true);
+  EXPECT_EQ(composed[0].dtype(), low);
+  EXPECT_EQ(composed[1].dtype(), DType::Float32);
+  const double tol = low == DType::Float16 ? 1e-2 : 5e-2;
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_TRUE(allclose(fused[i].to(DType::Float32), composed[i].to(DType::Float32), tol, tol)) << i;
+  }
+}
+
 TEST_P(BatchNormMixed, OtherMixturesStillError) {
   const DType low = GetParam();
   Tensor x = randn({4, 3}).to(low);

@@ -82,6 +82,31 @@ TEST(CudaBatchNorm, EvalMatchesCpu) {
   }
 }
 
+// Half input beside float32 parameters and statistics (autocast's case):
+// the kernels read and write each in its own dtype, on the GPU as on the CPU.
+TEST(CudaBatchNorm, HalfInputWithFloat32ParametersMatchesCpu) {
+  EMBER_REQUIRE_CUDA();
+  for (DType dt : {DType::Float16, DType::BFloat16}) {
+    for (const Shape& shape : shapes()) {
+      const int64_t c = shape[1];
+      Generator g(9);
+      Tensor x = (randn(shape, DType::Float32, kCPU, &g) * 2.0 + 0.5).to(dt).set_requires_grad();
+      Tensor w = randn({c}, DType::Float32, kCPU, &g).set_requires_grad();
+      Tensor b = randn({c}, DType::Float32, kCPU, &g).set_requires_grad();
+      Tensor rm = zeros({c}), rv = ones({c});
+      for (bool training : {true, false}) {
+        EXPECT_TRUE(testing::cuda_matches_cpu(
+            [training](const TensorList& in) {
+              Tensor y = batch_norm(in[0], in[3], in[4], in[1], in[2], training, 0.2, 1e-4);
+              return TensorList{y, in[3], in[4]};
+            },
+            {x, w, b, rm, rv}, /*grads=*/true, bn_tolerance(dt, x.numel() / c)))
+            << dtype_name(dt) << " " << shape_str(shape) << (training ? " training" : " eval");
+      }
+    }
+  }
+}
+
 TEST(CudaBatchNorm, NonContiguousInputAndPartialGrads) {
   EMBER_REQUIRE_CUDA();
   Generator g(8);

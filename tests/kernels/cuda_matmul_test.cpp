@@ -558,7 +558,8 @@ TEST(CudaLinear, TheBiasGradEpilogueRunsForTheCommonShapes) {
           y = linear(x.cuda(), wg, bg);
         }
         y.backward(g.cuda());
-        const std::string what = std::string(dtype_name(dt)) + (autocast_on ? std::string(" autocast ") + dtype_name(low) : "");
+        const std::string what =
+            std::string(dtype_name(dt)) + (autocast_on ? std::string(" autocast ") + dtype_name(low) : "");
         EXPECT_EQ(AcceptedBiasGradCounter::accepted(), 1) << what;
         ASSERT_EQ(wg.grad().dtype(), dt) << what;
         ASSERT_EQ(bg.grad().dtype(), dt) << what;
