@@ -7,7 +7,7 @@
 //   otherwise:       tracker += 1; when tracker >= growth_interval:
 //                    grown = min(scale * growth_factor, max_scale), taken
 //                    only when finite (the scale never overflows); tracker = 0
-// and then inv_scale = 1.0f / scale.
+// and then inv_scale = 1.0f / scale and found_inf = 0.
 // The products are computed in float32, as PyTorch computes them on its
 // float32 scale tensor.
 #pragma once
@@ -46,6 +46,7 @@ EMBER_HOST_DEVICE inline void update_scale_rule(const amp::ScaleState& s, const 
   const float scale = next_scale(s, r);
   *s.scale = scale;
   *s.inv_scale = 1.0f / scale;
+  *s.found_inf = 0.0f;
 }
 
 }  // namespace ember::amp_math

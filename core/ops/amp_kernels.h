@@ -23,7 +23,8 @@
 //   is update_scale_rule() of kernels/amp_math.h, shared by the CPU and
 //   CUDA kernels. It also writes inv_scale (one float32) = 1.0f / the new
 //   scale, in float32 as torch.reciprocal would, for the next step's
-//   unscale.
+//   unscale, and resets found_inf to 0, so that the next step's checks can
+//   collect into it without zeroing it first.
 // - cast_many: `args` as for unscale_and_check, with args.dtype float16 or
 //   bfloat16; for every FusedTensor f, f.param (numel elements of
 //   args.dtype) receives f.grad (numel float32 elements) rounded to
@@ -45,7 +46,7 @@ struct ScaleState {
   float* inv_scale = nullptr;      // (): 1 / scale, written after the update
   int32_t* growth_tracker = nullptr;
   int64_t* skipped = nullptr;
-  const float* found_inf = nullptr;
+  float* found_inf = nullptr;      // read, then reset to 0
 };
 
 struct ScaleRule {

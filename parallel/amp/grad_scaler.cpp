@@ -104,7 +104,17 @@ void GradScaler::check_and_unscale(optim::Optimizer& optimizer, PerOptimizer& st
     const Device device = key.first;
     const DType dtype = key.second;
     auto it = std::find_if(st.found_inf.begin(), st.found_inf.end(), [&](const auto& e) { return e.first == device; });
-    if (it == st.found_inf.end()) it = st.found_inf.insert(it, {device, zeros({}, DType::Float32, device)});
+    if (it == st.found_inf.end()) {
+      // The flag the last update reset, when it is this optimizer's and on this device; else a zeroed one.
+      Tensor flag;
+      if (reset_flag_.defined() && reset_flag_owner_ == &optimizer && reset_flag_.device() == device) {
+        flag = std::move(reset_flag_);
+        reset_flag_ = Tensor();
+      } else {
+        flag = zeros({}, DType::Float32, device);
+      }
+      it = st.found_inf.insert(it, {device, flag});
+    }
     TensorList dense;
     for (const Tensor& g : grads) dense.push_back(g.contiguous());
     Tensor inv_scale = unscale ? inv_scale_.to(device) : Tensor();
@@ -192,9 +202,18 @@ void GradScaler::update() {
   state.inv_scale = static_cast<float*>(inv_scale_.data_ptr());
   state.growth_tracker = static_cast<int32_t*>(growth_tracker_.data_ptr());
   state.skipped = static_cast<int64_t*>(skipped_.data_ptr());
-  state.found_inf = static_cast<const float*>(found.data_ptr());
+  state.found_inf = static_cast<float*>(found.data_ptr());
   update_scale_stub(d.type)(state, {o.growth_factor, o.backoff_factor, o.growth_interval, o.min_scale, o.max_scale});
-  for (const Tensor* t : {&scale_, &inv_scale_, &growth_tracker_, &skipped_}) t->storage()->bump_version();
+  for (const Tensor* t : {&scale_, &inv_scale_, &growth_tracker_, &skipped_, &found}) t->storage()->bump_version();
+  // One optimizer's one flag was read (and reset) by the kernel itself: keep
+  // it for that optimizer's next check.
+  reset_flag_ = Tensor();
+  reset_flag_owner_ = nullptr;
+  if (per_optimizer_.size() == 1 && per_optimizer_.begin()->second.found_inf.size() == 1 &&
+      per_optimizer_.begin()->second.found_inf.front().second.is_same(found)) {
+    reset_flag_owner_ = per_optimizer_.begin()->first;
+    reset_flag_ = found;
+  }
   per_optimizer_.clear();
   // Replays of a CUDA graph run no host code: there the collapse is caught
   // by skipped_steps() and get_scale(), which check it too.
@@ -208,6 +227,9 @@ void GradScaler::update(double new_scale) {
   EMBER_CHECK(new_scale > 0 && std::isfinite(new_scale),
               "GradScaler.update: the new scale must be positive and finite, but is " << new_scale);
   fill_scale(new_scale);
+  // This iteration's flags were not read: none is known to be reset.
+  reset_flag_ = Tensor();
+  reset_flag_owner_ = nullptr;
   per_optimizer_.clear();
 }
 

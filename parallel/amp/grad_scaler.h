@@ -43,6 +43,9 @@
 //   last update: times backoff_factor (and the growth tracker reset) if any
 //   was set, else the tracker advances and the scale grows by growth_factor
 //   when it reaches growth_interval. update(new_scale) sets the scale.
+//   With one optimizer on one device the update kernel also resets that
+//   optimizer's found-inf flag, which the next iteration reuses (no fill
+//   kernel per step).
 // - Skipped steps are visible: skipped_steps() counts the steps skipped so
 //   far and get_scale() returns the current scale; both read the device
 //   (they synchronize; they are for logs, not for the hot loop).
@@ -135,6 +138,10 @@ class GradScaler {
   GradScalerOptions options_;
   Tensor scale_;           // () float32 on the scale's device, undefined before the first scale()
   Tensor inv_scale_;       // () float32 beside it: 1.0f / scale, kept with it (no reciprocal kernel per step)
+  // A found-inf flag the last update() reset to 0, for the next check of
+  // the optimizer it belonged to (undefined when there is none).
+  const optim::Optimizer* reset_flag_owner_ = nullptr;
+  Tensor reset_flag_;
   Tensor growth_tracker_;  // () int32 beside it
   Tensor skipped_;         // () int64 beside it
   double pending_scale_;   // for the first scale()

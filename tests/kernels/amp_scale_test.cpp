@@ -75,7 +75,7 @@ TEST(AmpKernels, CpuScaleUpdateFollowsTheRule) {
   Tensor skipped = zeros({}, DType::Int64), found = zeros({}, DType::Float32), inv = zeros({}, DType::Float32);
   amp::ScaleState s{0, static_cast<float*>(scale.data_ptr()), static_cast<float*>(inv.data_ptr()),
                     static_cast<int32_t*>(tracker.data_ptr()), static_cast<int64_t*>(skipped.data_ptr()),
-                    static_cast<const float*>(found.data_ptr())};
+                    static_cast<float*>(found.data_ptr())};
   const amp::ScaleRule rule{2.0, 0.5, 3, 256.0, 4096.0};
   struct Expect {
     float found_inf, scale;
@@ -91,6 +91,7 @@ TEST(AmpKernels, CpuScaleUpdateFollowsTheRule) {
     amp::update_scale_stub(DeviceType::CPU)(s, rule);
     EXPECT_EQ(scale.item<float>(), e.scale);
     EXPECT_EQ(inv.item<float>(), 1.0f / e.scale);
+    EXPECT_EQ(found.item<float>(), 0.0f) << "the flag is reset for the next step";
     EXPECT_EQ(tracker.item<int32_t>(), e.tracker);
     EXPECT_EQ(skipped.item<int64_t>(), e.skipped);
   }
@@ -144,7 +145,7 @@ TEST(AmpKernelsCuda, ScaleUpdateMatchesTheCpu) {
               static_cast<float*>(inv.data_ptr()),
               static_cast<int32_t*>(tracker.data_ptr()),
               static_cast<int64_t*>(skipped.data_ptr()),
-              static_cast<const float*>(found.data_ptr())};
+              static_cast<float*>(found.data_ptr())};
     }
   };
   auto make = [](Device d) {
@@ -163,6 +164,7 @@ TEST(AmpKernelsCuda, ScaleUpdateMatchesTheCpu) {
     amp::update_scale_stub(DeviceType::CUDA)(cuda.state(gpu.index), rule);
     ASSERT_EQ(cuda.scale.item<float>(), cpu.scale.item<float>()) << "step " << i;
     ASSERT_EQ(cuda.inv.item<float>(), cpu.inv.item<float>()) << "step " << i;
+    ASSERT_EQ(cuda.found.item<float>(), 0.0f) << "step " << i;
     ASSERT_EQ(cuda.tracker.item<int32_t>(), cpu.tracker.item<int32_t>()) << "step " << i;
     ASSERT_EQ(cuda.skipped.item<int64_t>(), cpu.skipped.item<int64_t>()) << "step " << i;
   }

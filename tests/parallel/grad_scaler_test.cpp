@@ -98,6 +98,40 @@ TEST(GradScaler, ScaleSequenceOnPlantedOverflowsMatchesTheRule) {
   }
 }
 
+// Two optimizers: each has its own found-inf flag, an overflow in one's
+// gradients skips that one's step alone, and no flag carries an old inf
+// into a later iteration (with one optimizer the update kernel resets the
+// flag the next iteration reuses).
+TEST(GradScaler, EachOptimizerKeepsItsOwnFlagFromIterationToIteration) {
+  Problem p;
+  optim::SGD for_w(TensorList{p.w}, optim::SGDOptions{.lr = 0.01});
+  optim::SGD for_b(TensorList{p.b}, optim::SGDOptions{.lr = 0.01});
+  GradScaler scaler;
+  for (int it = 0; it < 4; ++it) {
+    const Tensor w0 = p.w.detach().clone(), b0 = p.b.detach().clone();
+    for_w.zero_grad();
+    for_b.zero_grad();
+    backward(scaler, p, it == 1 ? kInf : 0);  // an inf in w's gradient at iteration 1
+    scaler.step(for_w);
+    scaler.step(for_b);
+    scaler.update();
+    EXPECT_EQ(equal(p.w, w0), it == 1) << "iteration " << it;
+    EXPECT_FALSE(equal(p.b, b0)) << "iteration " << it;
+  }
+  EXPECT_EQ(scaler.skipped_steps(), 1);
+  // Then one optimizer alone, after an overflow: its next step is taken.
+  GradScaler single;
+  for (int it = 0; it < 3; ++it) {
+    const Tensor w0 = p.w.detach().clone();
+    for_w.zero_grad();
+    for_b.zero_grad();
+    backward(single, p, it == 0 ? kInf : 0);
+    single.step(for_w);
+    single.update();
+    EXPECT_EQ(equal(p.w, w0), it == 0) << "iteration " << it;
+  }
+}
+
 TEST(GradScaler, DefaultScaleAfterOneOverflow) {
   GradScaler scaler;
   Problem p;
