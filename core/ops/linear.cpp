@@ -103,21 +103,7 @@ Tensor fused_linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   Shape out_shape = x.shape();
   out_shape.back() = n;
   Tensor y = empty(out_shape, x.dtype(), x.device());
-  GemmArgs g;
-  g.device = x.device().index;
-  g.dtype = x.dtype();
-  g.m = rows;
-  g.n = n;
-  g.k = k;
-  g.a = x.data_ptr();
-  g.trans_a = xl->trans;
-  g.lda = xl->ld;
-  g.b = wc.data_ptr();
-  g.trans_b = wl->trans;
-  g.ldb = wl->ld;
-  g.c = y.data_ptr();
-  g.ldc = n;
-  g.stride_c = rows * n;
+  const GemmArgs g = matrix_gemm(x, *xl, wc, *wl, rows, n, k, y.data_ptr());
   if (!gemm_bias_stub(x.device().type)(g, bc.data_ptr())) return {};
   return y;
 }
@@ -138,21 +124,7 @@ std::pair<Tensor, Tensor> fused_weight_grad(const Tensor& g, const Tensor& x, bo
   if (!gl || !xl) return {};
   Tensor dw = empty({n, k}, dtype, g.device());
   Tensor db = want_bias ? empty({n}, dtype, g.device()) : Tensor();
-  GemmArgs a;
-  a.device = g.device().index;
-  a.dtype = g.dtype();
-  a.m = n;
-  a.n = k;
-  a.k = rows;
-  a.a = g.data_ptr();
-  a.trans_a = gl->trans;
-  a.lda = gl->ld;
-  a.b = x.data_ptr();
-  a.trans_b = xl->trans;
-  a.ldb = xl->ld;
-  a.c = dw.data_ptr();
-  a.ldc = k;
-  a.stride_c = n * k;
+  const GemmArgs a = matrix_gemm(g, *gl, x, *xl, n, k, rows, dw.data_ptr());
   if (!gemm_bias_grad_stub(g.device().type)(a, dtype, want_bias ? db.data_ptr() : nullptr)) return {};
   return {dw, db};
 }

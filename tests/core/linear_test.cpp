@@ -13,6 +13,7 @@
 #include "core/ops/gemm_kernels.h"
 #include "ember.h"
 #include "support/gradcheck.h"
+#include "support/stub_swap.h"
 #include "support/error_message.h"
 
 namespace ember {
@@ -395,15 +396,10 @@ TEST(GemmBiasGrad, OtherDtypePairingsAndScalarsAreErrors) {
 // forwards them.
 class GemmBiasGradSpy {
  public:
-  GemmBiasGradSpy() : real_(gemm_bias_grad_stub(DeviceType::CPU)) {
-    real() = real_;
+  GemmBiasGradSpy() : swap_(DeviceType::CPU, &spy) {
     calls() = 0;
     with_bias() = 0;
-    gemm_bias_grad_stub.set(DeviceType::CPU, &spy);
   }
-  ~GemmBiasGradSpy() { gemm_bias_grad_stub.set(DeviceType::CPU, real_); }
-  GemmBiasGradSpy(const GemmBiasGradSpy&) = delete;
-  GemmBiasGradSpy& operator=(const GemmBiasGradSpy&) = delete;
   static int& calls() {
     static int n = 0;
     return n;
@@ -414,16 +410,13 @@ class GemmBiasGradSpy {
   }
 
  private:
-  static GemmBiasGradKernelFn*& real() {
-    static GemmBiasGradKernelFn* fn = nullptr;
-    return fn;
-  }
+  using Swap = testing::StubSwap<GemmBiasGradKernelFn, &gemm_bias_grad_stub>;
   static bool spy(const GemmArgs& g, DType c_dtype, void* bias_grad) {
     ++calls();
     with_bias() += bias_grad != nullptr;
-    return real()(g, c_dtype, bias_grad);
+    return Swap::real()(g, c_dtype, bias_grad);
   }
-  GemmBiasGradKernelFn* real_;
+  Swap swap_;
 };
 
 // Without create_graph, dW and db come from one fused GEMM, and equal the

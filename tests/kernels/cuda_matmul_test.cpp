@@ -17,6 +17,7 @@
 
 #include "core/ops/gemm_kernels.h"
 #include "support/cuda_compare.h"
+#include "support/stub_swap.h"
 
 #if defined(EMBER_WITH_CUDA)
 #include "core/cuda/caching_allocator.h"
@@ -415,45 +416,40 @@ TEST(CudaLinear, AgreesWithMatmulPlusAddOnTheCpu) {
   }
 }
 
-// Wraps the CUDA bias GEMM to count the problems it accepted.
+// Wraps a CUDA GEMM kernel (Stub's) to count the problems it accepted.
+template <typename Fn, KernelStub<Fn>* Stub>
 class AcceptedCounter {
  public:
-  AcceptedCounter() : real_(gemm_bias_stub(DeviceType::CUDA)) {
-    real() = real_;
-    accepted() = 0;
-    gemm_bias_stub.set(DeviceType::CUDA, &count);
-  }
-  ~AcceptedCounter() { gemm_bias_stub.set(DeviceType::CUDA, real_); }
-  AcceptedCounter(const AcceptedCounter&) = delete;
-  AcceptedCounter& operator=(const AcceptedCounter&) = delete;
+  AcceptedCounter() : swap_(DeviceType::CUDA, count) { accepted() = 0; }
   static int& accepted() {
     static int n = 0;
     return n;
   }
 
  private:
-  static GemmBiasKernelFn*& real() {
-    static GemmBiasKernelFn* fn = nullptr;
-    return fn;
-  }
-  static bool count(const GemmArgs& g, const void* bias) {
-    bool ok = real()(g, bias);
+  using Swap = testing::StubSwap<Fn, Stub>;
+  template <typename... Args>
+  static bool forward(Args... args) {
+    const bool ok = Swap::real()(args...);
     accepted() += ok ? 1 : 0;
     return ok;
   }
-  GemmBiasKernelFn* real_;
+  static constexpr Fn* count = &forward;
+  Swap swap_;
 };
+using AcceptedBiasCounter = AcceptedCounter<GemmBiasKernelFn, &gemm_bias_stub>;
+using AcceptedBiasGradCounter = AcceptedCounter<GemmBiasGradKernelFn, &gemm_bias_grad_stub>;
 
 TEST(CudaLinear, TheBiasEpilogueRunsForTheCommonShapes) {
   EMBER_REQUIRE_CUDA();
   for (bool tf32 : {false, true}) {
     Tf32Scope scope(tf32);
     for (DType dt : {DType::Float32, DType::Float16, DType::BFloat16}) {
-      AcceptedCounter counter;
+      AcceptedBiasCounter counter;
       Tensor x = random({8, 64, 256}, dt, 1).cuda(), w = random({128, 256}, dt, 2).cuda();
       Tensor b = random({128}, dt, 3).cuda();
       Tensor y = linear(x, w, b);
-      EXPECT_EQ(AcceptedCounter::accepted(), 1) << dtype_name(dt) << (tf32 ? " with TF32" : "");
+      EXPECT_EQ(AcceptedBiasCounter::accepted(), 1) << dtype_name(dt) << (tf32 ? " with TF32" : "");
       EXPECT_TRUE(testing::tensors_close(y, matmul(x.cpu(), w.cpu().t()) + b.cpu(),
                                          tf32 && dt == DType::Float32 ? tf32_tolerance(256) : tolerance(dt, 256)));
     }
@@ -507,35 +503,6 @@ TEST(CudaGemm, BiasGradEpilogueMatchesTheCpuKernel) {
     }
   }
 }
-
-// Wraps the CUDA bias-gradient GEMM to count the problems it accepted.
-class AcceptedBiasGradCounter {
- public:
-  AcceptedBiasGradCounter() : real_(gemm_bias_grad_stub(DeviceType::CUDA)) {
-    real() = real_;
-    accepted() = 0;
-    gemm_bias_grad_stub.set(DeviceType::CUDA, &count);
-  }
-  ~AcceptedBiasGradCounter() { gemm_bias_grad_stub.set(DeviceType::CUDA, real_); }
-  AcceptedBiasGradCounter(const AcceptedBiasGradCounter&) = delete;
-  AcceptedBiasGradCounter& operator=(const AcceptedBiasGradCounter&) = delete;
-  static int& accepted() {
-    static int n = 0;
-    return n;
-  }
-
- private:
-  static GemmBiasGradKernelFn*& real() {
-    static GemmBiasGradKernelFn* fn = nullptr;
-    return fn;
-  }
-  static bool count(const GemmArgs& g, DType c_dtype, void* bias_grad) {
-    bool ok = real()(g, c_dtype, bias_grad);
-    accepted() += ok ? 1 : 0;
-    return ok;
-  }
-  GemmBiasGradKernelFn* real_;
-};
 
 // linear's backward takes dW and db from the fused GEMM on the GPU too, in
 // each dtype and in float32 from half precision under autocast, and they

@@ -10,6 +10,7 @@
 #include "core/ops/amp_kernels.h"
 #include "ember.h"
 #include "support/error_message.h"
+#include "support/stub_swap.h"
 
 namespace ember {
 namespace {
@@ -208,15 +209,10 @@ TEST(Autocast, TheCacheIsNotUsedWithoutGradOrAfterAnInPlaceChange) {
 // Swaps the CPU batched cast for one that counts its calls and tensors.
 class CastManySpy {
  public:
-  CastManySpy() : real_(amp::cast_many_stub(kCpuType)) {
-    real() = real_;
+  CastManySpy() : swap_(kCpuType, &spy) {
     calls() = 0;
     tensors() = 0;
-    amp::cast_many_stub.set(kCpuType, &spy);
   }
-  ~CastManySpy() { amp::cast_many_stub.set(kCpuType, real_); }
-  CastManySpy(const CastManySpy&) = delete;
-  CastManySpy& operator=(const CastManySpy&) = delete;
   static int& calls() {
     static int n = 0;
     return n;
@@ -227,16 +223,13 @@ class CastManySpy {
   }
 
  private:
-  static amp::CastManyFn*& real() {
-    static amp::CastManyFn* fn = nullptr;
-    return fn;
-  }
+  using Swap = testing::StubSwap<amp::CastManyFn, &amp::cast_many_stub>;
   static void spy(const optim::MultiTensorArgs& a) {
     ++calls();
     tensors() += a.count;
-    real()(a);
+    Swap::real()(a);
   }
-  amp::CastManyFn* real_;
+  Swap swap_;
 };
 
 // linear's casts of its weight and bias outlive the region: an unchanged
