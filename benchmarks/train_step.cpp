@@ -18,6 +18,12 @@
 // replayed (CUDA only). Default: both on a GPU. --model and --batch (lists)
 // keep only some of the rows.
 // Inputs are random (N, 1, 28, 28) images and labels made on the device once.
+// --interleave R prints another table instead: each AMP precision against
+// fp32, the two set up side by side and timed in R alternating rounds of
+// --steps steps (which goes first alternates too), with the median of the
+// rounds' AMP / fp32 ratios and their range; a host whose speed drifts
+// between rounds moves both alike, as it does not in the one-after-the-
+// other rows of the default table.
 //
 // Timing: on cuda:0 when a GPU is visible, the median over 100 steps (after
 // 10 warm-up steps) of the time between CUDA events recorded before and
@@ -84,50 +90,152 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const Case& c, const TensorList
   return std::make_unique<optim::Adam>(params, optim::AdamOptions{});
 }
 
-Timing time_case(const Case& c, const std::string& precision, bool graphed, Device device, int warmup, int steps) {
-  manual_seed(0);
-  std::shared_ptr<nn::Sequential> model = make_model(c);
-  model->to(device);
-  std::unique_ptr<optim::Optimizer> optimizer = make_optimizer(c, model->parameters());
-  const Tensor input = randn({c.batch, 1, train::kImageSide, train::kImageSide}, DType::Float32, device);
-  const Tensor target = randint(0, train::kClasses, {c.batch}, DType::Int64, device);
-  const std::optional<DType> low = autocast_dtype(precision);
+bool picked(const std::vector<std::string>& from, const std::string& v) {
+  return std::find(from.begin(), from.end(), v) != from.end();
+}
+
+// One case's model, optimizer, inputs and step, warmed up (and captured in
+// a graph when graphed), ready to time.
+struct Prepared {
+  std::shared_ptr<nn::Sequential> model;
+  std::unique_ptr<optim::Optimizer> optimizer;
+  Tensor input, target;
   std::optional<amp::GradScaler> scaler;
-  if (low == DType::Float16) scaler.emplace();
-  auto step = [&] {
+  std::function<void()> step;
+#if EMBER_WITH_CUDA
+  std::optional<cuda::Graph> graph;
+#endif
+  std::function<void()> timed;
+};
+
+std::unique_ptr<Prepared> prepare(const Case& c, const std::string& precision, bool graphed, Device device,
+                                  int warmup) {
+  manual_seed(0);
+  auto p = std::make_unique<Prepared>();
+  p->model = make_model(c);
+  p->model->to(device);
+  p->optimizer = make_optimizer(c, p->model->parameters());
+  p->input = randn({c.batch, 1, train::kImageSide, train::kImageSide}, DType::Float32, device);
+  p->target = randint(0, train::kClasses, {c.batch}, DType::Int64, device);
+  const std::optional<DType> low = autocast_dtype(precision);
+  if (low == DType::Float16) p->scaler.emplace();
+  Prepared* r = p.get();
+  p->step = [r, low, device] {
     Tensor loss;
     {
       std::optional<amp::autocast> autocast;
       if (low) autocast.emplace(device.type, *low);
-      loss = nn::functional::cross_entropy((*model)(input), target);
+      loss = nn::functional::cross_entropy((*r->model)(r->input), r->target);
     }
-    optimizer->zero_grad();
-    bench::backward_and_step(loss, *optimizer, scaler ? &*scaler : nullptr);
+    r->optimizer->zero_grad();
+    bench::backward_and_step(loss, *r->optimizer, r->scaler ? &*r->scaler : nullptr);
   };
-  for (int i = 0; i < warmup; ++i) step();
-#if EMBER_WITH_CUDA
-  std::optional<cuda::Graph> graph;
-  std::function<void()> timed = step;
+  for (int i = 0; i < warmup; ++i) p->step();
+  p->timed = p->step;
   if (graphed) {
+#if EMBER_WITH_CUDA
     EMBER_CHECK(device.is_cuda(), "train_step: --mode graph needs a CUDA device");
-    graph.emplace(device.index);
-    graph->capture(step);
-    timed = [&graph] { graph->replay(); };
-  }
+    p->graph.emplace(device.index);
+    p->graph->capture(p->step);
+    p->timed = [r] { r->graph->replay(); };
 #else
-  EMBER_CHECK(!graphed, "train_step: --mode graph needs CUDA");
-  const std::function<void()>& timed = step;
+    EMBER_CHECK(false, "train_step: --mode graph needs CUDA");
 #endif
-  Timing t;
+  }
+  return p;
+}
+
+uint64_t device_allocs(Device device) {
 #if EMBER_WITH_CUDA
   // cudaMalloc happens on the host, inside step(): no need to synchronize.
-  const uint64_t allocs_before = device.is_cuda() ? cuda::num_device_allocs(device.index) : 0;
+  if (device.is_cuda()) return cuda::num_device_allocs(device.index);
 #endif
-  t.median_ms = bench::median(bench::time_steps(device, 1, steps, timed));
-#if EMBER_WITH_CUDA
-  if (device.is_cuda()) t.device_allocs = int64_t(cuda::num_device_allocs(device.index) - allocs_before);
-#endif
+  (void)device;
+  return 0;
+}
+
+Timing time_case(const Case& c, const std::string& precision, bool graphed, Device device, int warmup, int steps) {
+  const std::unique_ptr<Prepared> p = prepare(c, precision, graphed, device, warmup);
+  Timing t;
+  const uint64_t allocs_before = device_allocs(device);
+  t.median_ms = bench::median(bench::time_steps(device, 1, steps, p->timed));
+  if (device.is_cuda()) t.device_allocs = int64_t(device_allocs(device) - allocs_before);
   return t;
+}
+
+// AMP against fp32 in alternating rounds of `steps` steps each, so that a
+// host whose speed drifts from one minute to the next moves both alike.
+struct Interleaved {
+  double fp32_ms = 0, amp_ms = 0;                 // medians over every round's steps
+  double ratio = 0, ratio_min = 0, ratio_max = 0;  // amp / fp32, per round: median and range
+  int64_t device_allocs = -1;
+};
+
+Interleaved interleave(const Case& c, const std::string& precision, bool graphed, Device device, int warmup,
+                       int steps, int rounds) {
+  const std::unique_ptr<Prepared> base = prepare(c, "fp32", graphed, device, warmup);
+  const std::unique_ptr<Prepared> amp = prepare(c, precision, graphed, device, warmup);
+  std::vector<double> all_base, all_amp, ratios;
+  const uint64_t allocs_before = device_allocs(device);
+  for (int r = 0; r < rounds; ++r) {
+    // Which goes first alternates too.
+    const bool amp_first = r % 2 == 1;
+    std::vector<double> b, a;
+    if (amp_first) a = bench::time_steps(device, 1, steps, amp->timed);
+    b = bench::time_steps(device, 1, steps, base->timed);
+    if (!amp_first) a = bench::time_steps(device, 1, steps, amp->timed);
+    ratios.push_back(bench::median(a) / bench::median(b));
+    all_base.insert(all_base.end(), b.begin(), b.end());
+    all_amp.insert(all_amp.end(), a.begin(), a.end());
+  }
+  Interleaved out;
+  if (device.is_cuda()) out.device_allocs = int64_t(device_allocs(device) - allocs_before);
+  out.fp32_ms = bench::median(all_base);
+  out.amp_ms = bench::median(all_amp);
+  out.ratio = bench::median(ratios);
+  out.ratio_min = *std::min_element(ratios.begin(), ratios.end());
+  out.ratio_max = *std::max_element(ratios.begin(), ratios.end());
+  return out;
+}
+
+// The --interleave table: each AMP precision against fp32, case by case.
+int print_interleaved(const std::vector<Case>& cases, const std::vector<std::string>& precisions,
+                      const std::vector<std::string>& modes, const std::vector<std::string>& models,
+                      const std::vector<std::string>& batches, Device device, int warmup, int steps, int rounds,
+                      const std::string& where) {
+  std::printf("ember train_step --interleave: AMP against fp32 in %d alternating rounds of %d steps each "
+              "(after %d warm-up steps each), on %s\n\n",
+              rounds, steps, warmup, where.c_str());
+  std::printf("| model | optimizer | precision | mode | batch | fp32 ms/step | AMP ms/step | AMP / fp32, median "
+              "of rounds | min | max | cudaMalloc calls |\n");
+  std::printf("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
+  int status = 0;
+  for (const Case& c : cases) {
+    if (!picked(models, c.model) || !picked(batches, std::to_string(c.batch))) continue;
+    for (const std::string& precision : precisions) {
+      if (precision == "fp32") continue;
+      for (const std::string& mode : modes) {
+        const auto batch = static_cast<long long>(c.batch);
+        try {
+          const Interleaved t = interleave(c, precision, mode == "graph", device, warmup, steps, rounds);
+          const std::string allocs = t.device_allocs < 0 ? "n/a" : std::to_string(t.device_allocs);
+          std::printf("| %s | %s | %s | %s | %lld | %.3f | %.3f | %.3f | %.3f | %.3f | %s |\n", c.model, c.optimizer,
+                      precision.c_str(), mode.c_str(), batch, t.fp32_ms, t.amp_ms, t.ratio, t.ratio_min,
+                      t.ratio_max, allocs.c_str());
+          if (t.device_allocs > 0) status = 1;
+        } catch (const Error& e) {
+          std::printf("| %s | %s | %s | %s | %lld | failed | | | | | |\n", c.model, c.optimizer, precision.c_str(),
+                      mode.c_str(), batch);
+          std::fprintf(stderr, "%s %s %s batch %lld: %s\n", c.model, precision.c_str(), mode.c_str(), batch,
+                       e.what());
+          status = 1;
+        }
+        std::fflush(stdout);
+      }
+    }
+  }
+  if (status != 0) std::printf("\nFAILED: a step failed or called cudaMalloc after warm-up (see above)\n");
+  return status;
 }
 
 }  // namespace
@@ -135,7 +243,7 @@ Timing time_case(const Case& c, const std::string& precision, bool graphed, Devi
 int main(int argc, char** argv) {
   bench::Flags flags(argc, argv,
                      "train_step [--device cpu|cuda] [--steps N] [--precision fp32,amp-fp16,amp-bf16] "
-                     "[--mode eager,graph] [--model mlp,cnn] [--batch 64,256,...]");
+                     "[--mode eager,graph] [--model mlp,cnn] [--batch 64,256,...] [--interleave ROUNDS]");
   const Device device = flags.device();
   const bool use_gpu = device.is_cuda();
   const int warmup = use_gpu ? 10 : 2;
@@ -149,24 +257,24 @@ int main(int argc, char** argv) {
                  {"eager", "graph"});
   const std::vector<std::string> models = flags.list("--model", {"mlp", "cnn"}, {"mlp", "cnn"});
   const std::vector<std::string> batches = flags.list("--batch", {"64", "256", "1024", "4096"}, {"64", "256", "1024", "4096"});
+  const int rounds = int(flags.count("--interleave", 0, 1000));
   flags.finish();
 
   std::string where = "cpu (std::chrono wall time)";
 #if EMBER_WITH_CUDA
   if (use_gpu) where = "cuda:0, " + cuda::properties(0).name + " (CUDA events)";
 #endif
+  const std::vector<Case> cases = {
+      {"mlp", "sgd", 64}, {"mlp", "sgd", 256}, {"mlp", "sgd", 4096}, {"cnn", "adam", 256}, {"cnn", "adam", 1024},
+  };
+  if (rounds > 0) return print_interleaved(cases, precisions, modes, models, batches, device, warmup, steps, rounds,
+                                           where);
   std::printf("ember train_step: median of %d steps after %d warm-up steps, on %s\n\n", steps, warmup,
               where.c_str());
   std::printf("| model | optimizer | precision | mode | batch | ms/step | samples/s | cudaMalloc calls |\n");
   std::printf("|---|---|---|---|---:|---:|---:|---:|\n");
-  const std::vector<Case> cases = {
-      {"mlp", "sgd", 64}, {"mlp", "sgd", 256}, {"mlp", "sgd", 4096}, {"cnn", "adam", 256}, {"cnn", "adam", 1024},
-  };
   int status = 0;
   for (const Case& c : cases) {
-    const auto picked = [](const std::vector<std::string>& from, const std::string& v) {
-      return std::find(from.begin(), from.end(), v) != from.end();
-    };
     if (!picked(models, c.model) || !picked(batches, std::to_string(c.batch))) continue;
     for (const std::string& precision : precisions) {
       for (const std::string& mode : modes) {

@@ -21,8 +21,15 @@ constinit thread_local uint8_t enabled_mask = 0;
 
 namespace {
 
+// A cast and what it was made from. The leaf's TensorImpl can be pointed at
+// other data of the same version (Module::to, replicate): the storage, its
+// offset and the shape are compared too, and a cast is reused only while
+// they all match and the leaf is still float32.
 struct CacheEntry {
   std::weak_ptr<TensorImpl> leaf;  // the key's pointer is only valid while this lives
+  std::weak_ptr<Storage> storage;  // the leaf's data when the cast was made
+  int64_t offset = 0;
+  Shape sizes, strides;
   uint32_t version = 0;
   uint64_t epoch = 0;              // kept casts: kept_epoch when made
   Tensor cast;
@@ -54,17 +61,39 @@ uint8_t mask_of(const State& s) {
   return m;
 }
 
+// Records t as the source of e's cast, as of now.
+void remember_source(CacheEntry& e, const Tensor& t) {
+  e.leaf = t.impl_ptr();
+  e.storage = t.storage();
+  e.offset = t.storage_offset();
+  e.sizes = t.sizes();
+  e.strides = t.strides();
+  e.version = t.version();
+  e.epoch = kept_epoch.load();
+}
+
+// e's cast was made from t's present data (maybe since modified in place).
+bool same_source(const CacheEntry& e, const Tensor& t) {
+  return e.leaf.lock() == t.impl_ptr() && t.dtype() == DType::Float32 && e.storage.lock() == t.storage() &&
+         e.offset == t.storage_offset() && e.sizes == t.sizes() && e.strides == t.strides();
+}
+
+// e's cast equals the cast of t's values now.
+bool fresh(const CacheEntry& e, const Tensor& t) {
+  return same_source(e, t) && e.version == t.version() && e.epoch == kept_epoch.load();
+}
+
 bool cacheable(const Tensor& t, const ThreadState& ts) {
   return ts.state.cache_enabled && ts.nesting > 0 && GradMode::is_enabled() && t.dtype() == DType::Float32 &&
          t.is_leaf() && t.requires_grad() && !t.impl()->is_view;
 }
 
 // Recasts, in one cast_many launch, every kept cast to `dtype` on `device`
-// whose leaf changed since it was made (into fresh tensors: a graph that
-// saved the old cast keeps it), and forgets the casts of leaves that died.
+// whose leaf was modified since it was made (into fresh tensors: a graph
+// that saved the old cast keeps it), and forgets the casts of leaves that
+// died or were pointed at other data (made anew at their next use).
 void refresh_kept(ThreadState& ts, Device device, DType dtype) {
   NoGradGuard no_grad;
-  const uint64_t epoch = kept_epoch.load();
   std::vector<optim::FusedTensor> batch;
   for (auto it = ts.kept.begin(); it != ts.kept.end();) {
     const std::shared_ptr<TensorImpl> leaf = it->second.leaf.lock();
@@ -74,24 +103,34 @@ void refresh_kept(ThreadState& ts, Device device, DType dtype) {
     }
     CacheEntry& e = it->second;
     const Tensor t(leaf);
-    if (it->first.second == dtype && t.device() == device && (e.version != t.version() || e.epoch != epoch)) {
-      e.version = t.version();
-      e.epoch = epoch;
-      if (t.is_contiguous()) {
-        e.cast = empty(t.shape(), dtype, device);
-        optim::FusedTensor f;
-        f.param = e.cast.data_ptr();
-        f.grad = t.data_ptr();
-        f.numel = t.numel();
-        batch.push_back(f);
-      } else {
-        e.cast = t.to(dtype);
-      }
+    if (it->first.second != dtype || t.device() != device || fresh(e, t)) {
+      ++it;
+      continue;
+    }
+    if (!same_source(e, t)) {
+      it = ts.kept.erase(it);
+      continue;
+    }
+    remember_source(e, t);
+    if (t.is_contiguous()) {
+      e.cast = empty(t.shape(), dtype, device);
+      optim::FusedTensor f;
+      f.param = e.cast.data_ptr();
+      f.grad = t.data_ptr();  // float32, numel elements: same_source
+      f.numel = t.numel();
+      batch.push_back(f);
+    } else {
+      e.cast = t.to(dtype);
     }
     ++it;
   }
   const optim::MultiTensorArgs args{device.is_cuda() ? device.index : 0, dtype, batch.data(), int64_t(batch.size())};
   amp::cast_many_stub(device.type)(args);
+}
+
+// Forgets the kept casts of leaves that died.
+void prune_dead(ThreadState& ts) {
+  std::erase_if(ts.kept, [](const auto& kv) { return kv.second.leaf.expired(); });
 }
 
 Tensor kept_cast(const Tensor& t, DType dtype, ThreadState& ts) {
@@ -100,16 +139,13 @@ Tensor kept_cast(const Tensor& t, DType dtype, ThreadState& ts) {
   // updates that no kept cast sees.
   if (t.is_cuda() && cuda::is_capturing(t.device().index)) return t.to(dtype);
   const CacheKey key{t.impl(), dtype};
-  if (auto it = ts.kept.find(key); it != ts.kept.end() && it->second.leaf.lock() == t.impl_ptr()) {
-    if (it->second.version != t.version() || it->second.epoch != kept_epoch.load()) {
-      refresh_kept(ts, t.device(), dtype);
-    }
+  if (auto it = ts.kept.find(key); it != ts.kept.end() && same_source(it->second, t)) {
+    if (!fresh(it->second, t)) refresh_kept(ts, t.device(), dtype);  // keeps this entry: same source
     return it->second.cast;
   }
+  prune_dead(ts);
   CacheEntry& e = ts.kept[key];
-  e.leaf = t.impl_ptr();
-  e.version = t.version();
-  e.epoch = kept_epoch.load();
+  remember_source(e, t);
   e.cast = t.to(dtype);
   return e.cast;
 }
@@ -119,9 +155,8 @@ Tensor kept_cast(const Tensor& t, DType dtype, ThreadState& ts) {
 // back, as Tensor::to's does.
 Tensor cached_cast(const Tensor& t, DType dtype, ThreadState& ts) {
   CacheEntry& e = ts.cache[{t.impl(), dtype}];
-  if (e.cast.defined() && e.leaf.lock() == t.impl_ptr() && e.version == t.version()) return e.cast;
-  e.leaf = t.impl_ptr();
-  e.version = t.version();
+  if (e.cast.defined() && fresh(e, t)) return e.cast;
+  remember_source(e, t);
   e.cast = kept_cast(t, dtype, ts).detach();
   const DType in_dt = t.dtype();
   const Device in_dev = t.device();

@@ -32,7 +32,9 @@
 //   forward that needs gradients):
 //   * cast(): within the outermost autocast region, the lower-precision
 //     cast is made once and reused (PyTorch's autocast cache) as long as
-//     the leaf was not modified in place since; emptied when the outermost
+//     the leaf holds the same data, unmodified in place since (the same
+//     storage, offset, shape and strides, still float32: a leaf that
+//     Module::to points at other data is cast anew); emptied when the outermost
 //     region ends (exit_region() bringing the nesting depth to 0). Its data
 //     is the kept cast below, under a cast node of the region's own.
 //   * cast_without_history(): the cast is kept from region to region, so a
@@ -42,8 +44,8 @@
 //     made anew in one batched launch (amp::cast_many_stub), into fresh
 //     tensors (a graph that saved the old cast keeps it). This holds a
 //     half-precision copy of each such weight between steps (half the
-//     float32 weights' memory for float16), freed with its leaf or by
-//     clear_cache().
+//     float32 weights' memory for float16), freed by clear_cache(), or
+//     after its leaf dies, at the next new kept cast or batched recast.
 // - The backward engine suspends autocast while it runs (SuspendGuard):
 //   backward ops run in the dtypes the forward chose, as in PyTorch.
 // - With autocast off, an op pays one thread-local load and branch.

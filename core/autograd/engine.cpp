@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <optional>
 #include <queue>
 #include <unordered_map>
 #include <unordered_set>
@@ -52,8 +53,9 @@ struct Capture {
   size_t output_index;
 };
 
-// Gradient of each root: the given one, or 1 for a one-element root.
-TensorList root_gradients(const TensorList& roots, const TensorList& grads) {
+// Gradient of each root: the given one, or 1 for a one-element root (left
+// undefined without make_ones, for a root whose node skips its seed).
+TensorList root_gradients(const TensorList& roots, const TensorList& grads, bool make_ones) {
   EMBER_CHECK(grads.empty() || grads.size() == roots.size(),
               "backward: got " << grads.size() << " gradients for " << roots.size() << " tensors");
   TensorList out;
@@ -71,7 +73,7 @@ TensorList root_gradients(const TensorList& roots, const TensorList& grads) {
       EMBER_CHECK(r.numel() == 1, "backward: grad can be implicitly created only for one-element outputs, but "
                                   "the tensor has shape " << shape_str(r.shape())
                                                           << "; pass a gradient of that shape");
-      out.push_back(ones(r.shape(), r.dtype(), r.device()));
+      out.push_back(make_ones ? ones(r.shape(), r.dtype(), r.device()) : Tensor());
     }
   }
   return out;
@@ -91,8 +93,20 @@ struct ByPriority {
 // captured (node, slot) pairs are returned and leaves are not accumulated.
 TensorList run(const TensorList& roots, const TensorList& grads, bool retain_graph, bool create_graph,
                const std::vector<Capture>& captures, size_t num_captures) {
-  TensorList root_grads = root_gradients(roots, grads);
   bool capturing = num_captures > 0;
+  // The inputs' gradients of a lone root given no gradient, when its node
+  // has them without a seed (Node::apply_to_unit_seed).
+  std::optional<TensorList> unit_seeded;
+  Node* unit_seeded_node = nullptr;
+  if (roots.size() == 1 && (grads.empty() || !grads[0].defined()) && !create_graph && !capturing &&
+      roots[0].defined() && roots[0].numel() == 1) {
+    const Edge e = gradient_edge(roots[0]);
+    if (e.valid() && e.node->pre_hooks().empty()) {
+      unit_seeded = e.node->apply_to_unit_seed();
+      if (unit_seeded) unit_seeded_node = e.node.get();
+    }
+  }
+  TensorList root_grads = root_gradients(roots, grads, /*make_ones=*/!unit_seeded);
   PassCallbacks pass;
   PassScope scope(&pass);
 
@@ -187,7 +201,7 @@ TensorList run(const TensorList& roots, const TensorList& grads, bool retain_gra
     if (capturing && (acc != nullptr || !needed.count(n))) {
       outputs.resize(n->next_edges().size());
     } else {
-      outputs = n->apply(std::move(inputs));
+      outputs = n == unit_seeded_node ? std::move(*unit_seeded) : n->apply(std::move(inputs));
       if (!retain_graph) n->release();
     }
     const auto& edges = n->next_edges();

@@ -4,7 +4,10 @@
 // - backward(roots, grads) computes the gradient of the roots with respect
 //   to every leaf that requires grad and accumulates it into the leaves'
 //   grad() (adding to what is there). A root's gradient may be omitted only
-//   if the root has one element; it is then 1.
+//   if the root has one element; it is then 1. A lone root given no
+//   gradient, without create_graph and without hooks, whose node has its
+//   inputs' gradients for that 1 at hand (Node::apply_to_unit_seed:
+//   GradScaler's scaled loss) is not seeded: the engine takes them.
 // - The walk is iterative (no recursion, so a chain of any length is safe).
 //   A node runs once all gradients flowing into it are summed. Among ready
 //   nodes, the one with the largest sequence_nr (recorded last) runs first;

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,14 @@ class Node : public std::enable_shared_from_this<Node> {
   virtual std::string name() const = 0;
   // grads has one entry per output of the forward op.
   virtual TensorList apply(TensorList&& grads) = 0;
+  // The gradients of the inputs for the seed 1, when this node is the one
+  // root of a backward() given no gradient, if the node has them at hand
+  // without computing (GradScaler's scaled loss: its scale); empty, the
+  // default, to have the engine seed a tensor of ones and call apply(). The
+  // engine asks only without create_graph, captures or hooks on the root;
+  // the tensors returned may be shared, so the nodes they flow into must not
+  // modify them in place (as no node does with its incoming gradients).
+  virtual std::optional<TensorList> apply_to_unit_seed() { return std::nullopt; }
   // Drops what was saved for backward; a second backward then errors.
   virtual void release() {}
 

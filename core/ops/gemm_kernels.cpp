@@ -10,12 +10,16 @@ KernelStub<GemmKernelFn> gemm_stub("gemm");
 KernelStub<GemmBiasKernelFn> gemm_bias_stub("gemm_bias");
 KernelStub<GemmBiasGradKernelFn> gemm_bias_grad_stub("gemm_bias_grad");
 
+bool gemm_bias_grad_pairs(DType dtype, DType c_dtype) {
+  const bool half = dtype == DType::Float16 || dtype == DType::BFloat16;
+  return is_floating(dtype) && (c_dtype == dtype || (half && c_dtype == DType::Float32));
+}
+
 void check_gemm_bias_grad(const GemmArgs& g, DType c_dtype) {
   EMBER_CHECK(g.batch == 1 && g.alpha == 1 && g.beta == 0,
               "gemm_bias_grad: takes one matrix with alpha 1 and beta 0, but got a batch of "
                   << g.batch << " with alpha " << g.alpha << " and beta " << g.beta << " for " << gemm_str(g));
-  const bool half = g.dtype == DType::Float16 || g.dtype == DType::BFloat16;
-  EMBER_CHECK(is_floating(g.dtype) && (c_dtype == g.dtype || (half && c_dtype == DType::Float32)),
+  EMBER_CHECK(gemm_bias_grad_pairs(g.dtype, c_dtype),
               "gemm_bias_grad: C of " << dtype_name(c_dtype) << " from operands of " << dtype_name(g.dtype)
                                       << "; the operands must be floating and C of their dtype, or float32 for "
                                          "float16 and bfloat16, for "

@@ -105,6 +105,9 @@ extern KernelStub<GemmBiasKernelFn> gemm_bias_stub;
 // nothing); the CPU kernel never declines.
 using GemmBiasGradKernelFn = bool(const GemmArgs& args, DType c_dtype, void* bias_grad);
 extern KernelStub<GemmBiasGradKernelFn> gemm_bias_grad_stub;
+// True when gemm_bias_grad takes operands of `dtype` into a C of c_dtype
+// (the pairings above); a caller with another pairing computes otherwise.
+bool gemm_bias_grad_pairs(DType dtype, DType c_dtype);
 // The checks each gemm_bias_grad kernel makes first (an ember::Error naming
 // the problem when the arguments break the contract above).
 void check_gemm_bias_grad(const GemmArgs& args, DType c_dtype);

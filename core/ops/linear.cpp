@@ -114,7 +114,9 @@ Tensor fused_linear(const Tensor& x, const Tensor& w, const Tensor& b) {
 std::pair<Tensor, Tensor> fused_weight_grad(const Tensor& g, const Tensor& x, bool want_bias, DType dtype) {
   const int64_t n = g.size(-1), k = x.size(-1);
   const int64_t rows = n == 0 ? 0 : g.numel() / n;
-  if (rows == 0 || n == 0 || k == 0 || !is_floating(g.dtype())) return {};
+  // A weight of another dtype than both the product's and float32 (a
+  // float16 weight under bfloat16 autocast) takes the composed path.
+  if (rows == 0 || n == 0 || k == 0 || !gemm_bias_grad_pairs(g.dtype(), dtype)) return {};
   const auto g_row_stride = collapse_batch(g.sizes(), g.strides(), size_t(g.dim() - 1));
   const auto x_row_stride = collapse_batch(x.sizes(), x.strides(), size_t(x.dim() - 1));
   if (!g_row_stride || !x_row_stride) return {};

@@ -10,7 +10,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
+#include "core/autograd/function.h"
 #include "core/cuda/graph.h"
 #include "core/grad_mode.h"
 #include "core/ops.h"
@@ -43,6 +45,40 @@ void unscale_and_check(const TensorList& grads, Device device, DType dtype, cons
                                       static_cast<float*>(found_inf.data_ptr()));
 }
 
+// The node of scale(loss): the loss's gradient is the incoming one times
+// the scale, and for backward()'s seed 1 the scale itself, so
+// scaler.scale(loss).backward() makes no seed and multiplies nothing.
+class ScaledLossBackward final : public Node {
+ public:
+  ScaledLossBackward(Edge loss, Tensor scale, const Tensor& like)
+      : scale_(std::move(scale)), version_(scale_.version()), shape_(like.shape()), dtype_(like.dtype()) {
+    next_edges_.push_back(std::move(loss));
+  }
+  std::string name() const override { return "GradScalerScaleBackward"; }
+  TensorList apply(TensorList&& grads) override {
+    if (!grads[0].defined()) return {Tensor()};
+    check_unchanged();
+    return {(grads[0] * scale_).to(dtype_)};
+  }
+  std::optional<TensorList> apply_to_unit_seed() override {
+    check_unchanged();
+    return TensorList{dtype_ == scale_.dtype() ? scale_.reshape(shape_) : scale_.to(dtype_).reshape(shape_)};
+  }
+
+ private:
+  void check_unchanged() const {
+    EMBER_CHECK(scale_.version() == version_,
+                "GradScaler.scale: the scale changed (update(), load_state_dict()) between scale(loss) and the "
+                "backward of the scaled loss, so the gradients would not match the loss; call backward() before "
+                "update()");
+  }
+
+  Tensor scale_;  // the scaler's, () float32 on the loss's device
+  uint32_t version_;
+  Shape shape_;   // the loss's
+  DType dtype_;
+};
+
 }  // namespace
 
 GradScaler::GradScaler(GradScalerOptions options) : options_(options), pending_scale_(options.init_scale) {
@@ -72,7 +108,17 @@ Tensor GradScaler::scale(const Tensor& loss) {
     growth_tracker_ = full({}, pending_tracker_, DType::Int32, d);
     skipped_ = zeros({}, DType::Int64, d);
   }
-  return loss * scale_.to(loss.device());
+  const Tensor scale = scale_.to(loss.device());
+  Tensor scaled;
+  {
+    NoGradGuard no_grad;
+    scaled = loss * scale;
+  }
+  if (autograd::needs_grad(loss)) {
+    autograd::set_history(scaled, std::make_shared<ScaledLossBackward>(autograd::gradient_edge(loss), scale, loss),
+                          0);
+  }
+  return scaled;
 }
 
 void GradScaler::check_scale(const char* method) const {
@@ -105,9 +151,13 @@ void GradScaler::check_and_unscale(optim::Optimizer& optimizer, PerOptimizer& st
     const DType dtype = key.second;
     auto it = std::find_if(st.found_inf.begin(), st.found_inf.end(), [&](const auto& e) { return e.first == device; });
     if (it == st.found_inf.end()) {
-      // The flag the last update reset, when it is this optimizer's and on this device; else a zeroed one.
+      // The flag the last update reset, when it is this optimizer's and on
+      // this device; else a zeroed one. A capture zeroes its own, from the
+      // graph's pool: a flag made before it could be freed while the graph
+      // still writes it.
       Tensor flag;
-      if (reset_flag_.defined() && reset_flag_owner_ == &optimizer && reset_flag_.device() == device) {
+      const bool capturing = device.is_cuda() && cuda::is_capturing(device.index);
+      if (!capturing && reset_flag_.defined() && reset_flag_owner_ == &optimizer && reset_flag_.device() == device) {
         flag = std::move(reset_flag_);
         reset_flag_ = Tensor();
       } else {
@@ -206,10 +256,12 @@ void GradScaler::update() {
   update_scale_stub(d.type)(state, {o.growth_factor, o.backoff_factor, o.growth_interval, o.min_scale, o.max_scale});
   for (const Tensor* t : {&scale_, &inv_scale_, &growth_tracker_, &skipped_, &found}) t->storage()->bump_version();
   // One optimizer's one flag was read (and reset) by the kernel itself: keep
-  // it for that optimizer's next check.
+  // it for that optimizer's next check (not a captured one: the graph's
+  // replays reset it, not this call).
   reset_flag_ = Tensor();
   reset_flag_owner_ = nullptr;
-  if (per_optimizer_.size() == 1 && per_optimizer_.begin()->second.found_inf.size() == 1 &&
+  const bool capturing = d.is_cuda() && cuda::is_capturing(d.index);
+  if (!capturing && per_optimizer_.size() == 1 && per_optimizer_.begin()->second.found_inf.size() == 1 &&
       per_optimizer_.begin()->second.found_inf.front().second.is_same(found)) {
     reset_flag_owner_ = per_optimizer_.begin()->first;
     reset_flag_ = found;
@@ -217,7 +269,7 @@ void GradScaler::update() {
   per_optimizer_.clear();
   // Replays of a CUDA graph run no host code: there the collapse is caught
   // by skipped_steps() and get_scale(), which check it too.
-  if (d.is_cuda() && cuda::is_capturing(d.index)) return;
+  if (capturing) return;
   if (++updates_ % o.check_interval == 0) check_collapse(scale_.item<double>());
 }
 

@@ -21,7 +21,10 @@
 //   which stops only where the scale would overflow) nor falls below
 //   min_scale (2^-24).
 // - scale(loss) multiplies by the current scale (a one-element float32
-//   tensor, created on the loss's device at the first call).
+//   tensor, created on the loss's device at the first call). backward() of
+//   the scaled loss without a gradient gives the loss the scale itself as
+//   its gradient (no seed, no multiply); a scale changed between scale()
+//   and that backward is an ember::Error.
 // - unscale_(optimizer) divides every gradient of the optimizer's
 //   parameters by the scale in place and records, per device, whether any
 //   was inf or NaN; at most once per optimizer between update()s and never

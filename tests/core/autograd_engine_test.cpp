@@ -351,6 +351,67 @@ TEST(AutogradEngine, RetainGradOnANonLeaf) {
   EXPECT_TRUE(throws_with([] { ones({1}).retain_grad(); }, {"retain_grad", "requires_grad=false"}));
 }
 
+// A root node with the inputs' gradients for the seed 1 at hand
+// (Node::apply_to_unit_seed, GradScaler's scaled loss) gives them to a
+// backward() without a gradient instead of running apply() on a seed of
+// ones; with a gradient, a hook on the root, create_graph or a second
+// root, apply() runs as usual.
+class UnitSeeded final : public Node {
+ public:
+  UnitSeeded(Edge input, Tensor unit) : unit_(std::move(unit)) { next_edges_.push_back(std::move(input)); }
+  std::string name() const override { return "UnitSeeded"; }
+  TensorList apply(TensorList&& grads) override {
+    ++applied;
+    return {grads[0].defined() ? grads[0] * 3.0 : Tensor()};
+  }
+  std::optional<TensorList> apply_to_unit_seed() override { return TensorList{unit_}; }
+  int applied = 0;
+
+ private:
+  Tensor unit_;
+};
+
+TEST(AutogradEngine, ARootNodeMayGiveItsGradientsForTheUnitSeed) {
+  Tensor x = from_vector<double>({2.0}).reshape({}).set_requires_grad();
+  const Tensor unit = from_vector<double>({7.0}).reshape({});  // not 3 = apply()'s for a seed of 1
+  auto make_root = [&](std::shared_ptr<UnitSeeded>& node) {
+    Tensor y = x.detach() * 3.0;
+    node = std::make_shared<UnitSeeded>(autograd::gradient_edge(x), unit);
+    autograd::set_history(y, node, 0);
+    return y;
+  };
+  std::shared_ptr<UnitSeeded> node;
+  make_root(node).backward();
+  EXPECT_EQ(node->applied, 0);
+  EXPECT_EQ(x.grad().item<double>(), 7.0);
+  EXPECT_FALSE(x.grad().is_same(unit));  // accumulated as a copy: the node may share it
+  EXPECT_EQ(unit.item<double>(), 7.0);
+
+  x.set_grad(Tensor());
+  make_root(node).backward(from_vector<double>({1.0}).reshape({}));
+  EXPECT_EQ(node->applied, 1);
+  EXPECT_EQ(x.grad().item<double>(), 3.0);
+
+  x.set_grad(Tensor());
+  Tensor hooked = make_root(node);
+  hooked.retain_grad();
+  hooked.backward();
+  EXPECT_EQ(node->applied, 1);
+  EXPECT_EQ(hooked.grad().item<double>(), 1.0);
+  EXPECT_EQ(x.grad().item<double>(), 3.0);
+
+  x.set_grad(Tensor());
+  make_root(node).backward(Tensor(), /*retain_graph=*/false, /*create_graph=*/true);
+  EXPECT_EQ(node->applied, 1);
+  EXPECT_EQ(x.grad().item<double>(), 3.0);
+
+  x.set_grad(Tensor());
+  Tensor other = x * 1.0;
+  autograd::backward({make_root(node), other}, {});
+  EXPECT_EQ(node->applied, 1);
+  EXPECT_EQ(x.grad().item<double>(), 4.0);
+}
+
 TEST(AutogradEngine, SetRequiresGradRules) {
   Tensor x = ones({2}).set_requires_grad();
   Tensor y = x * 2.0;

@@ -267,13 +267,14 @@ TEST(Autocast, LinearsCastsAreKeptAcrossRegionsAndRecastTogether) {
     EXPECT_TRUE(equal(y3, expected));
     EXPECT_EQ(CastManySpy::calls(), 1);
   }
-  // The model's leaves are dead: the next refresh forgets their casts.
+  // The model's leaves are dead: the next new kept cast forgets their casts.
+  EXPECT_EQ(autocast_state::kept_casts(), 4u);
   auto other = std::make_shared<nn::Linear>(6, 2);
   {
     autocast guard(kCpuType);
     other->forward(x);
   }
-  EXPECT_EQ(autocast_state::kept_casts(), 6u);
+  EXPECT_EQ(autocast_state::kept_casts(), 2u);
   {
     NoGradGuard no_grad;
     other->weight.mul_(2.0);
@@ -287,6 +288,92 @@ TEST(Autocast, LinearsCastsAreKeptAcrossRegionsAndRecastTogether) {
   EXPECT_EQ(autocast_state::kept_casts(), 2u);
   amp::clear_autocast_cache();
   EXPECT_EQ(autocast_state::kept_casts(), 0u);
+}
+
+// Module::to points a weight's TensorImpl at new data whose version may be
+// the old one's: the kept cast follows the data, not the version alone.
+TEST(Autocast, AKeptCastFollowsALeafPointedAtOtherData) {
+  autocast_state::clear_cache();
+  manual_seed(10);
+  Tensor x = randn32({3, 6});
+  auto layer = std::make_shared<nn::Linear>(6, 4);
+  auto forward = [&] {
+    autocast guard(kCpuType);
+    return layer->forward(x);
+  };
+  const Tensor before = forward();
+  layer->to(DType::Float64);
+  {
+    NoGradGuard no_grad;
+    layer->weight.mul_(0.0);
+  }
+  layer->to(DType::Float32);
+  const Tensor after = forward();
+  EXPECT_FALSE(equal(after, before));
+  autocast_state::clear_cache();
+  EXPECT_TRUE(equal(after, forward()));
+  EXPECT_TRUE(equal(after, layer->bias.detach().to(after.dtype()).expand({3, 4})));
+}
+
+// A leaf that stopped being float32 (Module::to(float16)) and then changed
+// in place is not recast from its old size by another weight's refresh:
+// its kept cast is forgotten (AddressSanitizer sees an overread otherwise).
+TEST(Autocast, ARecastForgetsLeavesThatAreNoLongerFloat32) {
+  autocast_state::clear_cache();
+  manual_seed(11);
+  Tensor x = randn32({3, 6});
+  auto a = std::make_shared<nn::Linear>(6, 4), b = std::make_shared<nn::Linear>(6, 5);
+  CastManySpy spy;
+  {
+    autocast guard(kCpuType);
+    a->forward(x);
+    b->forward(x);
+  }
+  EXPECT_EQ(autocast_state::kept_casts(), 4u);
+  a->to(DType::Float16);
+  {
+    NoGradGuard no_grad;
+    a->weight.mul_(2.0);
+    b->weight.mul_(2.0);
+  }
+  Tensor ya, yb;
+  {
+    autocast guard(kCpuType);
+    yb = b->forward(x);
+    ya = a->forward(x);
+  }
+  EXPECT_EQ(CastManySpy::calls(), 1);
+  EXPECT_EQ(CastManySpy::tensors(), 1);  // b's weight; a's casts are forgotten
+  EXPECT_EQ(autocast_state::kept_casts(), 2u);
+  autocast_state::clear_cache();
+  {
+    autocast guard(kCpuType);
+    EXPECT_TRUE(equal(yb, b->forward(x)));
+    EXPECT_TRUE(equal(ya, a->forward(x)));
+  }
+}
+
+// A float16 weight under bfloat16 autocast: the bias-gradient GEMM cannot
+// give a float16 C from bfloat16 operands, so linear composes the gradient
+// (bfloat16 product, cast to the weight's dtype) instead of failing.
+TEST(Autocast, LinearsWeightOfTheOtherHalfDtypeGetsItsGradient) {
+  manual_seed(12);
+  Tensor x = randn32({6, 8});
+  Tensor w = randn32({5, 8}).to(DType::Float16).set_requires_grad();
+  Tensor b = randn32({5}).to(DType::Float16).set_requires_grad();
+  Tensor y;
+  {
+    autocast guard(kCpuType, DType::BFloat16);
+    y = linear(x, w, b);
+  }
+  ASSERT_EQ(y.dtype(), DType::BFloat16);
+  const Tensor g = randn32({6, 5}).to(DType::BFloat16);
+  y.backward(g);
+  ASSERT_EQ(w.grad().dtype(), DType::Float16);
+  ASSERT_EQ(b.grad().dtype(), DType::Float16);
+  const Tensor g64 = g.to(DType::Float64), x64 = x.to(DType::BFloat16).to(DType::Float64);
+  EXPECT_TRUE(allclose(w.grad().to(DType::Float64), matmul(g64.t(), x64), 2e-2, 2e-2));
+  EXPECT_TRUE(allclose(b.grad().to(DType::Float64), g64.sum({0}), 2e-2, 2e-2));
 }
 
 // matmul and conv2d take their weight casts with history, each region its

@@ -328,6 +328,34 @@ TEST(GradScaler, DisabledIsAPassThrough) {
   EXPECT_EQ(scaler.get_scale(), 1.0);
 }
 
+// backward() of the scaled loss gives the loss the scale as its gradient
+// (no seed, no multiply), equal to the scaled gradient of the plain loss;
+// an explicit gradient is multiplied by the scale; a scale changed before
+// that backward is an error, not gradients that disagree with the loss.
+TEST(GradScaler, TheScaledLossesGradientIsTheScale) {
+  Problem p;
+  GradScaler scaler(GradScalerOptions{.init_scale = 1024.0});
+  Tensor scaled = scaler.scale(p.loss());
+  EXPECT_EQ(scaled.item<double>(), p.loss().item<double>() * 1024.0);
+  ASSERT_NE(scaled.grad_fn(), nullptr);
+  EXPECT_EQ(scaled.grad_fn()->name(), "GradScalerScaleBackward");
+  scaled.backward();
+  const Tensor w_grad = p.w.grad().clone();
+  p.w.set_grad(Tensor());
+  (p.loss() * 1024.0).backward();
+  EXPECT_TRUE(equal(w_grad, p.w.grad()));
+  EXPECT_EQ(scaler.get_scale(), 1024.0);  // shared as the gradient, still the scale
+
+  p.w.set_grad(Tensor());
+  scaler.scale(p.loss()).backward(from_vector<float>({0.5f}).reshape({}));
+  EXPECT_TRUE(allclose(p.w.grad(), w_grad * 0.5, 1e-6, 0));
+
+  p.w.set_grad(Tensor());
+  Tensor stale = scaler.scale(p.loss());
+  scaler.update(2048.0);
+  EXPECT_TRUE(throws_with([&] { stale.backward(); }, {"GradScaler.scale", "the scale changed", "before update()"}));
+}
+
 TEST(GradScaler, MisuseIsAnError) {
   Problem p;
   optim::SGD sgd(p.params());
