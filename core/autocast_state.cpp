@@ -208,6 +208,29 @@ size_t kept_casts() { return local().kept.size(); }
 
 void invalidate_kept_casts() { kept_epoch.fetch_add(1); }
 
+Tensor fresh_kept_cast(const Tensor& leaf) {
+  ThreadState& ts = local();
+  if (ts.kept.empty() || leaf.dtype() != DType::Float32) return Tensor();
+  if (leaf.is_cuda() && cuda::is_capturing(leaf.device().index)) return Tensor();
+  for (auto it = ts.kept.lower_bound({leaf.impl(), DType{}}); it != ts.kept.end() && it->first.first == leaf.impl();
+       ++it) {
+    if (fresh(it->second, leaf)) return it->second.cast;
+  }
+  return Tensor();
+}
+
+void kept_cast_rewritten(const Tensor& leaf, const Tensor& cast) {
+  ThreadState& ts = local();
+  for (auto it = ts.kept.lower_bound({leaf.impl(), DType{}}); it != ts.kept.end() && it->first.first == leaf.impl();
+       ++it) {
+    CacheEntry& e = it->second;
+    if (!e.cast.is_same(cast) || !same_source(e, leaf)) continue;
+    e.version = leaf.version();
+    e.cast.storage()->bump_version();
+    return;
+  }
+}
+
 void clear_cache() {
   ThreadState& ts = local();
   ts.cache.clear();

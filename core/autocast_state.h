@@ -44,7 +44,10 @@
 //     made anew in one batched launch (amp::cast_many_stub), into fresh
 //     tensors (a graph that saved the old cast keeps it). This holds a
 //     half-precision copy of each such weight between steps (half the
-//     float32 weights' memory for float16), freed by clear_cache(), or
+//     float32 weights' memory for float16). The fused optimizer steps
+//     write a fresh kept cast in the same pass as its weight
+//     (fresh_kept_cast below), so a step followed by a forward recasts
+//     nothing. Freed by clear_cache(), or
 //     after its leaf dies, at the next new kept cast or batched recast.
 // - The backward engine suspends autocast while it runs (SuspendGuard):
 //   backward ops run in the dtypes the forward chose, as in PyTorch.
@@ -82,6 +85,16 @@ size_t cached_casts();
 size_t kept_casts();
 // Empties both caches of this thread (torch.clear_autocast_cache()).
 void clear_cache();
+// For a fused optimizer step that rewrites float32 leaves in place: the
+// kept cast of `leaf` on this thread when one is fresh (made from the
+// leaf's present data, unchanged since; undefined otherwise, and always
+// during a CUDA graph capture), for the step to write with the updated
+// values (optim::FusedTensor::low_copy). Once the step ran and moved the
+// leaf's version, kept_cast_rewritten(leaf, cast) marks that cast fresh again and
+// moves the cast's own version, so a graph that saved the old values fails
+// its in-place check, as it would have on the weight itself.
+Tensor fresh_kept_cast(const Tensor& leaf);
+void kept_cast_rewritten(const Tensor& leaf, const Tensor& cast);
 // Marks every kept cast of every thread stale: cuda::Graph::replay() calls
 // it, since a replay changes weights without moving their versions. A
 // capture makes its casts afresh and keeps none.

@@ -3,9 +3,11 @@
 #include "optim/optimizer.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <sstream>
 
+#include "core/autocast_state.h"
 #include "core/cuda/graph.h"
 #include "core/grad_mode.h"
 #include "core/ops.h"
@@ -177,6 +179,10 @@ void Optimizer::step_bucket(const ParamGroup& group, const std::vector<size_t>& 
   std::vector<FusedTensor> fused;
   TensorList grads;  // keeps contiguous copies of strided grads alive
   std::vector<std::map<std::string, Tensor>*> states;
+  // Autocast's kept casts of the params, rewritten by the step itself
+  // (of one dtype per step: the first one's).
+  TensorList low_copies(members.size());
+  std::optional<DType> low_dtype;
   for (size_t i : members) {
     const Tensor& p = group.params[i];
     Tensor g = p.grad().contiguous();
@@ -189,6 +195,12 @@ void Optimizer::step_bucket(const ParamGroup& group, const std::vector<size_t>& 
     for (size_t k = 0; k < buffers.size(); ++k) f.state[k] = st.at(buffers[k]).data_ptr();
     f.step = with_step ? st.at("step").data<int64_t>() : nullptr;
     f.numel = p.numel();
+    const Tensor low = autocast_state::fresh_kept_cast(p);
+    if (low.defined() && low_dtype.value_or(low.dtype()) == low.dtype()) {
+      low_dtype = low.dtype();
+      f.low_copy = low.data_ptr();
+      low_copies[fused.size()] = low;
+    }
     fused.push_back(f);
   }
   FusedStepArgs args;
@@ -200,11 +212,13 @@ void Optimizer::step_bucket(const ParamGroup& group, const std::vector<size_t>& 
     args.found_inf = scalar_ptr(scaling->found_inf, "found_inf");
     args.inv_scale = scalar_ptr(scaling->inv_scale, "inv_scale");
   }
+  if (low_dtype) args.low_dtype = *low_dtype;
   run_kernel(device.type, args, group.options);
   if (device.is_cuda()) add_replay_check(device.index, group);
   for (size_t k = 0; k < members.size(); ++k) {
     group.params[members[k]].storage()->bump_version();
     for (auto& [name, t] : *states[k]) t.storage()->bump_version();
+    if (low_copies[k].defined()) autocast_state::kept_cast_rewritten(group.params[members[k]], low_copies[k]);
   }
 }
 

@@ -20,6 +20,12 @@
 //   memory that every gradient is multiplied by before use (the unscale of
 //   mixed-precision training, fused into the step). Both are read on the
 //   device, so a step that uses them needs no host synchronization.
+// - `low_copy` (when not null; only in a float32 step) is numel elements
+//   of low_dtype (float16 or bfloat16) that the step leaves equal to the
+//   updated param rounded to low_dtype, as Tensor::to rounds: autocast's
+//   kept cast of the weight, rewritten in the same pass instead of by a
+//   cast launch before the next forward. A skipped step (found_inf) leaves
+//   it as it was, like the param.
 // - Tensors are split into chunks of kOptimChunk elements; on CUDA a block
 //   takes one chunk and a launch takes up to a few hundred chunks, so a step
 //   over many tensors is a handful of launches, not one per tensor.
@@ -54,6 +60,7 @@ struct FusedTensor {
   void* state[3] = {};          // state dtype; which slots are used depends on the optimizer
   int64_t* step = nullptr;      // one int64 step counter, or null
   int64_t numel = 0;
+  void* low_copy = nullptr;     // numel elements of FusedStepArgs::low_dtype, or null
 };
 
 struct FusedStepArgs {
@@ -63,7 +70,13 @@ struct FusedStepArgs {
   int64_t count = 0;
   const float* found_inf = nullptr;  // device memory; null: not used
   const float* inv_scale = nullptr;  // device memory; null: not used
+  DType low_dtype = DType::Float16;  // of every low_copy (float16 or bfloat16)
 };
+
+// The checks each step kernel makes first (an ember::Error naming `op` when
+// the arguments break the contract above: a low_copy outside a float32
+// step, or a low_dtype other than float16 and bfloat16).
+void check_fused_step(const FusedStepArgs& args, const char* op);
 
 // SGD: state[0] = momentum buffer (when momentum != 0; then step is set and
 // a step count of 0 makes the buffer take the gradient itself).

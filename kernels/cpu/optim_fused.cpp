@@ -25,6 +25,18 @@ A grad_factor(const FusedStepArgs& a) {
   return a.inv_scale != nullptr ? A(*a.inv_scale) : A(1);
 }
 
+// The step's low-precision copy of a float32 param, after its update.
+void write_low_copy(const FusedStepArgs& a, const FusedTensor& f) {
+  if (f.low_copy == nullptr) return;
+  const float* p = static_cast<const float*>(f.param);
+  auto write = [&]<typename C>() {
+    C* out = static_cast<C*>(f.low_copy);
+    for (int64_t i = 0; i < f.numel; ++i) out[i] = C(p[i]);
+  };
+  if (a.low_dtype == DType::Float16) write.template operator()<Half>();
+  else write.template operator()<BFloat16>();
+}
+
 template <typename T>
 void sgd_typed(const FusedStepArgs& a, const SGDHyper& h) {
   using A = acc_t<T>;
@@ -43,6 +55,7 @@ void sgd_typed(const FusedStepArgs& a, const SGDHyper& h) {
       optim_math::sgd_element<A>(c, pv, A(acc_t<T>(g[i])) * factor, buf ? buf[i] : unused, first);
       p[i] = T(pv);
     }
+    write_low_copy(a, f);
     if (f.step != nullptr) ++*f.step;
   }
 }
@@ -66,15 +79,18 @@ void adam_typed(const FusedStepArgs& a, const AdamHyper& h) {
       optim_math::adam_element<A>(c, pv, A(acc_t<T>(g[i])) * factor, m[i], v[i], vmax ? vmax[i] : unused);
       p[i] = T(pv);
     }
+    write_low_copy(a, f);
     ++*f.step;
   }
 }
 
 void sgd_step(const FusedStepArgs& a, const SGDHyper& h) {
+  optim::check_fused_step(a, "optim::SGD step");
   EMBER_DISPATCH_FLOAT(a.dtype, "optim::SGD step", [&]<typename T>() { sgd_typed<T>(a, h); });
 }
 
 void adam_step(const FusedStepArgs& a, const AdamHyper& h) {
+  optim::check_fused_step(a, "optim::Adam step");
   EMBER_DISPATCH_FLOAT(a.dtype, "optim::Adam step", [&]<typename T>() { adam_typed<T>(a, h); });
 }
 

@@ -2,7 +2,8 @@
 // core/ops/optimizer_kernels.h; formulas in kernels/optim_math.h).
 //
 // A step is one multi-tensor launch per ChunkList (kernels/cuda/
-// multi_tensor_apply.cuh: 32-40 tensors and 256 chunks of 64K elements each)
+// multi_tensor_apply.cuh: 28-36 tensors and 256 chunks of 8K elements each;
+// a float32 step writes autocast's low-precision copies in the same pass)
 // that reads every step counter it needs, then one launch per 448 tensors
 // that advances the counters unless found_inf is set. Counters are never
 // written by the update launches, so blocks sharing a tensor cannot race.
@@ -21,10 +22,10 @@ using optim::FusedStepArgs;
 using optim::FusedTensor;
 using optim::SGDHyper;
 
-constexpr int kSGDTensors = 40;   // param, grad, momentum buffer
-constexpr int kAdamTensors = 32;  // param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq
-using SGDList = ChunkList<3, kSGDTensors>;
-using AdamList = ChunkList<5, kAdamTensors>;
+constexpr int kSGDTensors = 36;   // param, grad, momentum buffer, low copy
+constexpr int kAdamTensors = 28;  // param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, low copy
+using SGDList = ChunkList<4, kSGDTensors>;
+using AdamList = ChunkList<6, kAdamTensors>;
 
 __device__ __forceinline__ bool skip_step(const float* found_inf) {
   return found_inf != nullptr && *found_inf != 0.0f;
@@ -35,10 +36,13 @@ __device__ __forceinline__ A grad_factor(const float* inv_scale) {
   return inv_scale != nullptr ? A(*inv_scale) : A(1);
 }
 
-// Slot d of a FusedTensor for a ChunkList: param, grad, then the state.
+// Slot d of a FusedTensor for a ChunkList of Depth slots: param, grad, the
+// state, and last the low-precision copy.
+template <int Depth>
 void* pick_slot(const FusedTensor& f, int d) {
   if (d == 0) return f.param;
   if (d == 1) return const_cast<void*>(f.grad);
+  if (d == Depth - 1) return f.low_copy;
   return f.state[d - 2];
 }
 
@@ -46,7 +50,9 @@ void* pick_slot(const FusedTensor& f, int d) {
 // kernel needs that many loads outstanding to approach peak bandwidth.
 constexpr int kILP = 4;
 
-template <typename T>
+// C: the low copy's type (float16 or bfloat16, for a float32 T), or T for a
+// step without copies.
+template <typename T, typename C>
 __global__ void sgd_kernel(const SGDList list, const SGDHyper h, const float* found_inf, const float* inv_scale) {
   using A = acc_t<T>;
   if (skip_step(found_inf)) return;
@@ -57,6 +63,8 @@ __global__ void sgd_kernel(const SGDList list, const SGDHyper h, const float* fo
   const T* g = static_cast<const T*>(list.ptr[1][bc.slot]) + bc.begin;
   A* buf = static_cast<A*>(list.ptr[2][bc.slot]);
   if (buf != nullptr) buf += bc.begin;
+  C* low = static_cast<C*>(list.ptr[3][bc.slot]);
+  if (low != nullptr) low += bc.begin;
   const int64_t* step = list.step[bc.slot];
   const bool first = step != nullptr && *step == 0;
   for (int64_t base = threadIdx.x; base < bc.length; base += int64_t(blockDim.x) * kILP) {
@@ -74,13 +82,15 @@ __global__ void sgd_kernel(const SGDList list, const SGDHyper h, const float* fo
       const int64_t i = base + int64_t(u) * blockDim.x;
       if (i >= bc.length) continue;
       optim_math::sgd_element<A>(c, pv[u], gv[u] * factor, bv[u], first);
-      p[i] = from_acc<T>(pv[u]);
+      const T rounded = from_acc<T>(pv[u]);
+      p[i] = rounded;
       if (buf != nullptr) buf[i] = bv[u];
+      if (low != nullptr) low[i] = from_acc<C>(acc_t<C>(rounded));
     }
   }
 }
 
-template <typename T>
+template <typename T, typename C>
 __global__ void adam_kernel(const AdamList list, const AdamHyper h, const float* found_inf, const float* inv_scale) {
   using A = acc_t<T>;
   if (skip_step(found_inf)) return;
@@ -93,6 +103,8 @@ __global__ void adam_kernel(const AdamList list, const AdamHyper h, const float*
   A* v = static_cast<A*>(list.ptr[3][bc.slot]) + bc.begin;
   A* vmax = static_cast<A*>(list.ptr[4][bc.slot]);
   if (vmax != nullptr) vmax += bc.begin;
+  C* low = static_cast<C*>(list.ptr[5][bc.slot]);
+  if (low != nullptr) low += bc.begin;
   for (int64_t base = threadIdx.x; base < bc.length; base += int64_t(blockDim.x) * kILP) {
     A pv[kILP] = {}, gv[kILP] = {}, mv[kILP] = {}, vv[kILP] = {}, xv[kILP] = {};
 #pragma unroll
@@ -110,10 +122,12 @@ __global__ void adam_kernel(const AdamList list, const AdamHyper h, const float*
       const int64_t i = base + int64_t(u) * blockDim.x;
       if (i >= bc.length) continue;
       optim_math::adam_element<A>(c, pv[u], gv[u] * factor, mv[u], vv[u], xv[u]);
-      p[i] = from_acc<T>(pv[u]);
+      const T rounded = from_acc<T>(pv[u]);
+      p[i] = rounded;
       m[i] = mv[u];
       v[i] = vv[u];
       if (vmax != nullptr) vmax[i] = xv[u];
+      if (low != nullptr) low[i] = from_acc<C>(acc_t<C>(rounded));
     }
   }
 }
@@ -147,13 +161,34 @@ void advance_steps(const FusedStepArgs& a, cudaStream_t stream) {
   flush();
 }
 
+// True when some tensor of the step has a low copy.
+bool has_low_copies(const FusedStepArgs& a) {
+  for (int64_t t = 0; t < a.count; ++t) {
+    if (a.tensors[t].low_copy != nullptr) return true;
+  }
+  return false;
+}
+
+// Calls run.template operator()<T, C>() for the step's param type T and low
+// copy type C (T itself when there are no copies).
+template <typename Run>
+void dispatch_step(const FusedStepArgs& a, const char* op, Run&& run) {
+  optim::check_fused_step(a, op);
+  if (has_low_copies(a)) {
+    if (a.low_dtype == DType::Float16) run.template operator()<float, Half>();
+    else run.template operator()<float, BFloat16>();
+    return;
+  }
+  EMBER_DISPATCH_FLOAT(a.dtype, op, [&]<typename T>() { run.template operator()<T, T>(); });
+}
+
 void sgd_step(const FusedStepArgs& a, const SGDHyper& h) {
   if (a.count == 0) return;
   DeviceGuard guard(a.device);
   cudaStream_t stream = current_stream(a.device).handle();
-  EMBER_DISPATCH_FLOAT(a.dtype, "optim::SGD step", [&]<typename T>() {
-    for_each_chunk_list<3, kSGDTensors>(a.tensors, a.count, pick_slot, [&](const SGDList& list, int blocks) {
-      sgd_kernel<T><<<unsigned(blocks), kMultiTensorThreads, 0, stream>>>(list, h, a.found_inf, a.inv_scale);
+  dispatch_step(a, "optim::SGD step", [&]<typename T, typename C>() {
+    for_each_chunk_list<4, kSGDTensors>(a.tensors, a.count, pick_slot<4>, [&](const SGDList& list, int blocks) {
+      sgd_kernel<T, C><<<unsigned(blocks), kMultiTensorThreads, 0, stream>>>(list, h, a.found_inf, a.inv_scale);
       EMBER_CUDA_CHECK_LAUNCH();
     });
   });
@@ -164,9 +199,9 @@ void adam_step(const FusedStepArgs& a, const AdamHyper& h) {
   if (a.count == 0) return;
   DeviceGuard guard(a.device);
   cudaStream_t stream = current_stream(a.device).handle();
-  EMBER_DISPATCH_FLOAT(a.dtype, "optim::Adam step", [&]<typename T>() {
-    for_each_chunk_list<5, kAdamTensors>(a.tensors, a.count, pick_slot, [&](const AdamList& list, int blocks) {
-      adam_kernel<T><<<unsigned(blocks), kMultiTensorThreads, 0, stream>>>(list, h, a.found_inf, a.inv_scale);
+  dispatch_step(a, "optim::Adam step", [&]<typename T, typename C>() {
+    for_each_chunk_list<6, kAdamTensors>(a.tensors, a.count, pick_slot<6>, [&](const AdamList& list, int blocks) {
+      adam_kernel<T, C><<<unsigned(blocks), kMultiTensorThreads, 0, stream>>>(list, h, a.found_inf, a.inv_scale);
       EMBER_CUDA_CHECK_LAUNCH();
     });
   });

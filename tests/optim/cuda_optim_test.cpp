@@ -1,13 +1,17 @@
 // The fused CUDA optimizer steps and clip_grad_norm_ against the CPU
 // kernels, over hundreds of small tensors of odd sizes (several ChunkLists
-// per step) plus tensors that span several 64K-element chunks.
+// per step) plus tensors that span several 8K-element chunks, and the
+// low-precision copies the float32 steps write for autocast.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 #include <memory>
 
 #include "core/allocator.h"
+#include "core/autocast_state.h"
+#include "parallel/amp/autocast.h"
 #include "optim/adam.h"
 #include "optim/clip_grad.h"
 #include "optim/sgd.h"
@@ -101,6 +105,45 @@ TEST(CudaOptim, FusedStepsMatchCpuOverManyTensors) {
       }
     }
   }
+}
+
+// autocast's kept casts of float32 params are rewritten by the fused step
+// in its own pass (FusedTensor::low_copy): after each step, over the many
+// odd and multi-chunk tensors, each equals its param rounded to the half
+// dtype, though poisoned before the step; the params match the CPU's.
+TEST(CudaOptim, StepsRewriteAutocastsKeptCasts) {
+  EMBER_REQUIRE_CUDA();
+  const Device dev = cuda_device(0);
+  for (const Case& c : cases()) {
+    for (DType low : {DType::Float16, DType::BFloat16}) {
+      SCOPED_TRACE(std::string(c.name) + " " + dtype_name(low));
+      autocast_state::clear_cache();
+      TensorList cpu = make_params(DType::Float32, kCPU), cuda = make_params(DType::Float32, dev);
+      auto opt_cpu = c.make(cpu), opt_cuda = c.make(cuda);
+      for (int s = 0; s < 3; ++s) {
+        TensorList casts;
+        {
+          amp::autocast guard(DeviceType::CUDA, low);
+          for (const Tensor& p : cuda) {
+            casts.push_back(autocast_state::cast_without_history(p, autocast_state::CastPolicy::LowerPrecision));
+          }
+        }
+        {
+          NoGradGuard no_grad;
+          for (Tensor& t : casts) t.fill_(std::nan(""));
+        }
+        set_grads(cpu, cuda, s);
+        opt_cpu->step();
+        opt_cuda->step();
+        for (size_t k = 0; k < cuda.size(); ++k) {
+          ASSERT_TRUE(autocast_state::fresh_kept_cast(cuda[k]).is_same(casts[k])) << "parameter " << k;
+          ASSERT_TRUE(equal(casts[k].cpu(), cuda[k].detach().to(low).cpu())) << "parameter " << k;
+        }
+      }
+      for (size_t k = 0; k < cpu.size(); ++k) ASSERT_TRUE(testing::tensors_close(cuda[k], cpu[k])) << k;
+    }
+  }
+  autocast_state::clear_cache();
 }
 
 TEST(CudaOptim, FoundInfAndInvScaleOnTheDevice) {

@@ -4,6 +4,9 @@
 // nesting and disabling; the weight-cast cache; gradients against float32.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -256,9 +259,11 @@ TEST(Autocast, LinearsCastsAreKeptAcrossRegionsAndRecastTogether) {
     EXPECT_EQ(CastManySpy::calls(), 0);
     EXPECT_EQ(autocast_state::kept_casts(), 4u);
 
-    optim::SGD sgd(model->parameters(), optim::SGDOptions{0.1});
-    forward().to(DType::Float32).sum().backward();
-    sgd.step();
+    // Changed in place outside an optimizer step: all four recast in one batch.
+    {
+      NoGradGuard no_grad;
+      for (Tensor& p : model->parameters()) p.mul_(0.5);
+    }
     Tensor y3 = forward();
     EXPECT_EQ(CastManySpy::calls(), 1);
     EXPECT_EQ(CastManySpy::tensors(), 4);
@@ -288,6 +293,61 @@ TEST(Autocast, LinearsCastsAreKeptAcrossRegionsAndRecastTogether) {
   EXPECT_EQ(autocast_state::kept_casts(), 2u);
   amp::clear_autocast_cache();
   EXPECT_EQ(autocast_state::kept_casts(), 0u);
+}
+
+// The fused optimizer steps write the kept casts of the weights they update
+// in the same pass (FusedTensor::low_copy): the next forward recasts
+// nothing, and its output equals one from casts made anew; every element is
+// written (the casts are poisoned before each step). A graph that saved the
+// old casts fails its in-place check, as it would on the weights.
+TEST(Autocast, AnOptimizerStepRewritesTheKeptCasts) {
+  for (const bool adam : {false, true}) {
+    for (const DType low : {DType::BFloat16, DType::Float16}) {
+      SCOPED_TRACE(std::string(adam ? "Adam " : "SGD ") + dtype_name(low));
+      autocast_state::clear_cache();
+      manual_seed(13);
+      Tensor x = randn32({4, 6});
+      auto model = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(6, 5), std::make_shared<nn::ReLU>(),
+                                                    std::make_shared<nn::Linear>(5, 3));
+      std::unique_ptr<optim::Optimizer> opt;
+      if (adam) opt = std::make_unique<optim::Adam>(model->parameters(), optim::AdamOptions{.lr = 0.01});
+      else opt = std::make_unique<optim::SGD>(model->parameters(), optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
+      auto forward = [&] {
+        autocast guard(kCpuType, low);
+        return model->forward(x);
+      };
+      CastManySpy spy;
+      for (int step = 0; step < 3; ++step) {
+        opt->zero_grad();
+        forward().to(DType::Float32).sum().backward();
+        {
+          NoGradGuard no_grad;
+          for (const Tensor& p : model->parameters()) {
+            Tensor cast = autocast_state::fresh_kept_cast(p);
+            ASSERT_TRUE(cast.defined());
+            cast.fill_(std::nan(""));
+          }
+        }
+        opt->step();
+        for (const Tensor& p : model->parameters()) {
+          const Tensor cast = autocast_state::fresh_kept_cast(p);
+          ASSERT_TRUE(cast.defined());
+          EXPECT_TRUE(equal(cast, p.detach().to(low)));
+        }
+      }
+      const Tensor y = forward();
+      EXPECT_EQ(CastManySpy::calls(), 0);
+      autocast_state::clear_cache();
+      EXPECT_TRUE(equal(y, forward()));
+
+      const Tensor saved = forward().to(DType::Float32).sum();
+      opt->zero_grad();
+      forward().to(DType::Float32).sum().backward();
+      opt->step();
+      EXPECT_TRUE(throws_with([&] { saved.backward(); }, {"modified by an in-place operation"}));
+    }
+  }
+  autocast_state::clear_cache();
 }
 
 // Module::to points a weight's TensorImpl at new data whose version may be
