@@ -13,6 +13,12 @@
 //                 of a replay() divided by 100 (CUDA only; what a step
 //                 replayed from a graph costs the host per op)
 //   matmul        (32 x 256) @ (256 x 256), float32
+//   conv2d        a 3x3 convolution, padding 1, of (1, 32, 14, 14) to 64
+//                 channels (the train_step CNN's second layer at batch 1),
+//                 in float32, float16 and bfloat16; "+ grad": the forward
+//                 of an input and weight that require grad and the backward
+//                 of the output from a given gradient (both convolutions
+//                 of the backward pass)
 //   mlp fwd+bwd   10 layers of relu(matmul(h, W) + b), width 256, batch 32,
 //                 then sum().backward(): one training step without the update;
 //                 also its forward and its backward alone, the host time to
@@ -111,6 +117,16 @@ double add16_graphed(Device device) {
   return median_us(device, 200, 1, [&] { graph.replay(); }) / kOps;
 }
 
+double conv(Device device, DType dtype, bool with_backward) {
+  Tensor input = randn({1, 32, 14, 14}, DType::Float32, device).to(dtype).set_requires_grad(with_backward);
+  Tensor weight = (randn({64, 32, 3, 3}, DType::Float32, device) * 0.05).to(dtype).set_requires_grad(with_backward);
+  Tensor grad = randn({1, 64, 14, 14}, DType::Float32, device).to(dtype);
+  return median_us(device, 200, 20, [&] {
+    Tensor out = conv2d(input, weight, {}, {1, 1}, {1, 1});
+    if (with_backward) out.backward(grad);
+  });
+}
+
 enum class MlpPart { Forward, Backward, Step };
 
 // The MLP row's figure: the median host time to issue the forward or the
@@ -171,6 +187,12 @@ int main() {
       {"add16 + grad (inputs require grad)", [](Device d) { return add16(d, true); }},
       {"add16 graphed (100 per cuda::Graph)", add16_graphed},
       {"matmul (32 x 256) @ (256 x 256)", matmul32},
+      {"conv2d 3x3 32->64 14x14, float32", [](Device d) { return conv(d, DType::Float32, false); }},
+      {"conv2d 3x3 32->64 14x14, float16", [](Device d) { return conv(d, DType::Float16, false); }},
+      {"conv2d 3x3 32->64 14x14, bfloat16", [](Device d) { return conv(d, DType::BFloat16, false); }},
+      {"conv2d + grad, float32", [](Device d) { return conv(d, DType::Float32, true); }},
+      {"conv2d + grad, float16", [](Device d) { return conv(d, DType::Float16, true); }},
+      {"conv2d + grad, bfloat16", [](Device d) { return conv(d, DType::BFloat16, true); }},
       {"mlp fwd (issue, 10 x 256, batch 32)", [](Device d) { return mlp(d, MlpPart::Forward); }},
       {"mlp bwd (issue)", [](Device d) { return mlp(d, MlpPart::Backward); }},
       {"mlp fwd+bwd (wall, synchronized)", [](Device d) { return mlp(d, MlpPart::Step); }},

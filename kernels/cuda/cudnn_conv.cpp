@@ -1,20 +1,24 @@
-// conv2d through cuDNN's legacy convolution API (see
-// kernels/cuda/cudnn_conv.h for the launchers and
-// core/ops/conv_kernels.h for the contract).
+// conv2d through cuDNN's graph (backend) API (see kernels/cuda/cudnn_conv.h
+// for the launchers and core/ops/conv_kernels.h for the contract).
 //
 // - Handles: one per (device, host thread), created on first use and bound
 //   to the thread's current stream at every call. When a thread ends, its
 //   handles go back to a pool that later threads take from, so threads that
 //   come and go do not leak handles.
-// - Algorithms: cudnnGet*Algorithm_v7 ranks the algorithms by heuristics;
-//   the first that succeeds and whose workspace the caching allocator can
-//   provide is kept in a map keyed by (shapes, stride, padding, dilation,
-//   groups, dtype, device, direction, TF32 switch), so each configuration
-//   is chosen once per process.
-// - Math: float16 and bfloat16 data compute in float (tensor cores allowed);
-//   float32 is restricted to FMA math unless allow_tf32(); float64 computes
-//   in double, which cuDNN's legacy API supports with its non-tensor-core
-//   algorithms.
+// - Plans: each direction (forward, backward-data, backward-filter) of a
+//   configuration (shapes, stride, padding, dilation, groups, dtype, the
+//   alignment of each data pointer, TF32 switch) on a handle is one
+//   operation graph of one convolution node. Its execution plan is made at
+//   the first call: cuDNN's heuristics (mode A, then its fallback list) rank
+//   the engine configurations; the first whose numerics the dtype allows,
+//   that finalizes, and whose workspace the caching allocator can provide is
+//   kept in a map for the life of the process. A call then only packs its
+//   pointers into a variant pack and executes the plan: a few microseconds of
+//   host time, where the legacy cudnnConvolution* calls spent over thirty.
+// - Math: float16 and bfloat16 data compute in float, on tensor cores, and
+//   no engine that reduces in reduced precision; float32 computes in float
+//   and runs no engine that down-converts its inputs, nor, unless
+//   allow_tf32(), one on tensor cores (TF32); float64 computes in double.
 // - Workspace: a byte tensor (DType::Bool, one byte per element) from the
 //   caching allocator on the current stream, freed when the call returns:
 //   the stream orders its reuse after the convolution.
@@ -24,25 +28,29 @@
 
 #include "kernels/cuda/conv_bias.h"
 
-// cuDNN 9 marks the legacy convolution API deprecated in favour of its graph
-// API. This file is the one place that uses it, by design (the graph API
-// replaces the file later), so the warning is silenced here and only here.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-
 #include <cudnn.h>
 
 #include <array>
 #include <climits>
+#include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <sstream>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "core/cuda/cudnn_check.h"
 #include "core/cuda/device.h"
 #include "core/cuda/stream.h"
 #include "core/ops.h"
+
+// The plans name their handle through the attributes that cuDNN 9.19 marks
+// deprecated in favour of device-property descriptors, which the cuDNN 9.14
+// of the H200 machines lacks; the warning is silenced for this file only.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 
 namespace ember::cuda {
 namespace {
@@ -100,25 +108,38 @@ cudnnHandle_t handle_for(int device) {
   return h;
 }
 
-// ---------------- descriptors ----------------
+// ---------------- backend descriptors ----------------
 
-template <typename D, cudnnStatus_t (*Create)(D*), cudnnStatus_t (*Destroy)(D)>
-class Descriptor {
+// One cuDNN backend descriptor, destroyed with its owner.
+class Backend {
  public:
-  Descriptor() { EMBER_CUDNN_CHECK(Create(&desc_)); }
-  ~Descriptor() { Destroy(desc_); }
-  Descriptor(const Descriptor&) = delete;
-  Descriptor& operator=(const Descriptor&) = delete;
-  operator D() const { return desc_; }
+  explicit Backend(cudnnBackendDescriptorType_t type) { EMBER_CUDNN_CHECK(cudnnBackendCreateDescriptor(type, &desc_)); }
+  ~Backend() {
+    if (desc_ != nullptr) cudnnBackendDestroyDescriptor(desc_);
+  }
+  Backend(Backend&& other) noexcept : desc_(other.desc_) { other.desc_ = nullptr; }
+  Backend(const Backend&) = delete;
+  Backend& operator=(const Backend&) = delete;
+  Backend& operator=(Backend&& other) noexcept {
+    std::swap(desc_, other.desc_);
+    return *this;
+  }
+
+  cudnnBackendDescriptor_t get() const { return desc_; }
+  // set(attribute, type, count, values): throws on a rejected attribute.
+  Backend& set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, int64_t count, const void* values) {
+    EMBER_CUDNN_CHECK(cudnnBackendSetAttribute(desc_, name, type, count, values));
+    return *this;
+  }
+  Backend& set(cudnnBackendAttributeName_t name, const Backend& child) {
+    cudnnBackendDescriptor_t d = child.get();
+    return set(name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &d);
+  }
+  void finalize() { EMBER_CUDNN_CHECK(cudnnBackendFinalize(desc_)); }
 
  private:
-  D desc_ = nullptr;
+  cudnnBackendDescriptor_t desc_ = nullptr;
 };
-
-using TensorDescriptor = Descriptor<cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor>;
-using FilterDescriptor = Descriptor<cudnnFilterDescriptor_t, cudnnCreateFilterDescriptor, cudnnDestroyFilterDescriptor>;
-using ConvolutionDescriptor =
-    Descriptor<cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor, cudnnDestroyConvolutionDescriptor>;
 
 cudnnDataType_t data_type(DType t) {
   switch (t) {
@@ -137,101 +158,71 @@ std::string shapes_str(const ConvArgs& a) {
          shape_str({a.n, a.c_out, a.out_h, a.out_w}) + ", " + dtype_name(a.dtype);
 }
 
-// cuDNN's 4-D descriptors hold 32-bit sizes and strides.
+std::string config_str(const ConvArgs& a) {
+  std::ostringstream what;
+  what << shapes_str(a) << ", stride (" << a.stride_h << ", " << a.stride_w << "), padding (" << a.padding_h << ", "
+       << a.padding_w << "), dilation (" << a.dilation_h << ", " << a.dilation_w << "), groups " << a.groups;
+  return what.str();
+}
+
+// cuDNN's convolution engines index their tensors with 32 bits.
 void check_fits_32_bits(const ConvArgs& a) {
   for (int64_t numel : {a.n * a.c_in * a.h * a.w, a.n * a.c_out * a.out_h * a.out_w,
                         a.c_out * (a.c_in / a.groups) * a.kernel_h * a.kernel_w}) {
     EMBER_CHECK(numel <= INT_MAX, "conv2d: a tensor of " << numel << " elements (" << shapes_str(a)
-                                                         << ") is beyond the 32-bit sizes of cuDNN's 4-D descriptors; "
+                                                         << ") is beyond the 32-bit indexing of cuDNN's convolutions; "
                                                             "split the batch into smaller convolutions");
   }
 }
 
-// The descriptors of one convolution, its math type set as the dtype allows.
-struct Descriptors {
-  TensorDescriptor x, y;
-  FilterDescriptor w;
-  ConvolutionDescriptor conv;
+// The tensors of a convolution node, by unique id.
+enum Uid : int64_t { kInput = 1, kWeight = 2, kOutput = 3 };
 
-  explicit Descriptors(const ConvArgs& a) {
-    check_fits_32_bits(a);
-    const cudnnDataType_t type = data_type(a.dtype);
-    EMBER_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, type, int(a.n), int(a.c_in), int(a.h), int(a.w)));
-    EMBER_CUDNN_CHECK(
-        cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, type, int(a.n), int(a.c_out), int(a.out_h), int(a.out_w)));
-    EMBER_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w, type, CUDNN_TENSOR_NCHW, int(a.c_out), int(a.c_in / a.groups),
-                                                 int(a.kernel_h), int(a.kernel_w)));
-    cudnnDataType_t compute = a.dtype == DType::Float64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
-    EMBER_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv, int(a.padding_h), int(a.padding_w), int(a.stride_h),
-                                                      int(a.stride_w), int(a.dilation_h), int(a.dilation_w),
-                                                      CUDNN_CROSS_CORRELATION, compute));
-    EMBER_CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv, int(a.groups)));
-    EMBER_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, default_math(a.dtype)));
-  }
+// The largest power of two up to 16 that divides the address: the byte
+// alignment a plan may assume of a pointer of this class.
+int64_t alignment_of(const void* p) {
+  const auto address = reinterpret_cast<uintptr_t>(p);
+  int64_t alignment = 16;
+  while (alignment > 1 && address % uintptr_t(alignment) != 0) alignment /= 2;
+  return alignment;
+}
 
-  static cudnnMathType_t default_math(DType t) {
-    if (t == DType::Float16 || t == DType::BFloat16) return CUDNN_TENSOR_OP_MATH;
-    if (t == DType::Float32 && !allow_tf32()) return CUDNN_FMA_MATH;
-    return CUDNN_DEFAULT_MATH;
-  }
-};
+// A dense NCHW tensor of `dims`.
+Backend tensor_descriptor(Uid uid, DType dtype, std::array<int64_t, 4> dims, int64_t alignment) {
+  const std::array<int64_t, 4> strides{dims[1] * dims[2] * dims[3], dims[2] * dims[3], dims[3], 1};
+  const cudnnDataType_t type = data_type(dtype);
+  const int64_t id = uid;
+  Backend t(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+  t.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type)
+      .set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims.data())
+      .set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides.data())
+      .set(CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &id)
+      .set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &alignment);
+  t.finalize();
+  return t;
+}
 
-// alpha = 1 and beta = 0 or 1 in the type cuDNN reads them as: double for
-// double data, float otherwise.
-struct Scale {
-  double d;
-  float f;
-  const void* of(DType t) const { return t == DType::Float64 ? static_cast<const void*>(&d) : &f; }
-};
-constexpr Scale kOne{1.0, 1.0f}, kZero{0.0, 0.0f};
+Backend convolution_descriptor(const ConvArgs& a) {
+  const cudnnDataType_t compute = a.dtype == DType::Float64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+  const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+  const int64_t spatial = 2;
+  const std::array<int64_t, 2> dilation{a.dilation_h, a.dilation_w}, stride{a.stride_h, a.stride_w},
+      padding{a.padding_h, a.padding_w};
+  Backend c(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
+  c.set(CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute)
+      .set(CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode)
+      .set(CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &spatial)
+      .set(CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, dilation.data())
+      .set(CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, stride.data())
+      .set(CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, padding.data())
+      .set(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, padding.data());
+  c.finalize();
+  return c;
+}
 
-// ---------------- algorithm choice ----------------
+// ---------------- plans ----------------
 
 enum class Direction : int64_t { Forward, BackwardData, BackwardFilter };
-
-struct AlgoChoice {
-  int algo = 0;
-  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
-  size_t workspace = 0;
-};
-
-using AlgoKey = std::array<int64_t, 18>;
-
-AlgoKey algo_key(const ConvArgs& a, Direction dir) {
-  return {a.n,        a.c_in,      a.h,          a.w,          a.c_out,      a.kernel_h,
-          a.kernel_w, a.stride_h,  a.stride_w,   a.padding_h,  a.padding_w,  a.dilation_h,
-          a.dilation_w, a.groups, int64_t(a.dtype), a.device, int64_t(dir), int64_t(allow_tf32())};
-}
-
-class AlgoCache {
- public:
-  bool find(const AlgoKey& key, AlgoChoice& out) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = map_.find(key);
-    if (it == map_.end()) return false;
-    out = it->second;
-    return true;
-  }
-  void insert(const AlgoKey& key, const AlgoChoice& choice) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    map_.emplace(key, choice);
-  }
-
- private:
-  std::mutex mutex_;
-  std::map<AlgoKey, AlgoChoice> map_;
-};
-
-AlgoCache& algo_cache() {
-  static AlgoCache* cache = new AlgoCache;
-  return *cache;
-}
-
-Tensor workspace(size_t bytes, int device) {
-  return bytes == 0 ? Tensor() : empty({int64_t(bytes)}, DType::Bool, cuda_device(device));
-}
-
-void* workspace_ptr(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 
 const char* direction_name(Direction dir) {
   switch (dir) {
@@ -242,119 +233,234 @@ const char* direction_name(Direction dir) {
   return "";
 }
 
-// The first of cuDNN's ranked candidates that it can run here: status
-// success, a workspace size it reports for the descriptors with the
-// candidate's math type, and a workspace the allocator can provide.
-// workspace_size(algo, &bytes) asks cuDNN for the candidate's workspace.
-template <typename Perf, typename WorkspaceSize>
-AlgoChoice pick(const ConvArgs& a, Direction dir, Descriptors& d, const Perf* perf, int count,
-                WorkspaceSize workspace_size) {
-  bool any_supported = false;
-  for (int i = 0; i < count; ++i) {
-    if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
-    AlgoChoice c;
-    c.algo = int(perf[i].algo);
-    // A float32 convolution without allow_tf32() must not use tensor cores,
-    // whatever math type the heuristics report for the algorithm.
-    c.math = a.dtype == DType::Float32 && !allow_tf32() ? CUDNN_FMA_MATH : perf[i].mathType;
-    if (cudnnSetConvolutionMathType(d.conv, c.math) != CUDNN_STATUS_SUCCESS) continue;
-    if (workspace_size(perf[i].algo, &c.workspace) != CUDNN_STATUS_SUCCESS) continue;
-    any_supported = true;
-    try {
-      workspace(c.workspace, a.device);
-    } catch (const OutOfMemoryError&) {
-      continue;
-    }
-    return c;
+// The attributes of each direction's operation: its descriptor type, then
+// alpha, beta, the convolution, and the tensors (input, weight, output
+// sides, as the direction names them).
+struct OperationAttributes {
+  cudnnBackendDescriptorType_t type;
+  cudnnBackendAttributeName_t alpha, beta, conv, input, weight, output;
+};
+
+OperationAttributes operation_attributes(Direction dir) {
+  switch (dir) {
+    case Direction::Forward:
+      return {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,          CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,             CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y};
+    case Direction::BackwardData:
+      return {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY};
+    case Direction::BackwardFilter:
+      return {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY};
   }
-  std::ostringstream what;
-  what << shapes_str(a) << ", stride (" << a.stride_h << ", " << a.stride_w << "), padding (" << a.padding_h << ", "
-       << a.padding_w << "), dilation (" << a.dilation_h << ", " << a.dilation_w << "), groups " << a.groups;
-  EMBER_CHECK(any_supported, "conv2d: cuDNN has no " << direction_name(dir) << " algorithm for " << what.str()
+  EMBER_FAIL("conv2d: unknown direction");
+}
+
+// The operation graph of one convolution node in direction `dir`, with the
+// descriptors it refers to (cuDNN keeps references, not copies).
+struct Graph {
+  std::vector<Backend> parts;  // tensors, convolution, operation
+  Backend graph{CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR};
+};
+
+std::unique_ptr<Graph> operation_graph(const ConvArgs& a, Direction dir, cudnnHandle_t h,
+                                       const std::array<int64_t, 3>& alignment) {
+  auto g = std::make_unique<Graph>();
+  g->parts.push_back(tensor_descriptor(kInput, a.dtype, {a.n, a.c_in, a.h, a.w}, alignment[0]));
+  g->parts.push_back(
+      tensor_descriptor(kWeight, a.dtype, {a.c_out, a.c_in / a.groups, a.kernel_h, a.kernel_w}, alignment[1]));
+  g->parts.push_back(tensor_descriptor(kOutput, a.dtype, {a.n, a.c_out, a.out_h, a.out_w}, alignment[2]));
+  g->parts.push_back(convolution_descriptor(a));
+  const OperationAttributes at = operation_attributes(dir);
+  Backend op(at.type);
+  const double one_d = 1.0, zero_d = 0.0;
+  const float one_f = 1.0f, zero_f = 0.0f;
+  const bool dbl = a.dtype == DType::Float64;
+  const cudnnBackendAttributeType_t scalar = dbl ? CUDNN_TYPE_DOUBLE : CUDNN_TYPE_FLOAT;
+  op.set(at.alpha, scalar, 1, dbl ? static_cast<const void*>(&one_d) : &one_f)
+      .set(at.beta, scalar, 1, dbl ? static_cast<const void*>(&zero_d) : &zero_f)
+      .set(at.conv, g->parts[3])
+      .set(at.input, g->parts[0])
+      .set(at.weight, g->parts[1])
+      .set(at.output, g->parts[2]);
+  op.finalize();
+  g->parts.push_back(std::move(op));
+  cudnnBackendDescriptor_t ops = g->parts.back().get();
+  g->graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &ops)
+      .set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
+  g->graph.finalize();
+  return g;
+}
+
+// The engine configurations cuDNN's heuristics rank for `graph` in `mode`
+// (none when the mode has nothing for it).
+std::vector<Backend> engine_configs(const Backend& graph, cudnnBackendHeurMode_t mode) {
+  Backend heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+  heur.set(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph).set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
+  if (cudnnBackendFinalize(heur.get()) != CUDNN_STATUS_SUCCESS) return {};
+  int64_t count = 0;
+  EMBER_CUDNN_CHECK(
+      cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr));
+  std::vector<Backend> configs;
+  std::vector<cudnnBackendDescriptor_t> raw;
+  for (int64_t i = 0; i < count; ++i) {
+    configs.emplace_back(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+    raw.push_back(configs.back().get());
+  }
+  EMBER_CUDNN_CHECK(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                             count, &count, raw.data()));
+  configs.erase(configs.begin() + count, configs.end());
+  return configs;
+}
+
+// Whether the numerics of the configuration's engine keep the contract of
+// core/ops/conv_kernels.h for `dtype`.
+bool numerics_allowed(const Backend& config, DType dtype) {
+  Backend engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  cudnnBackendDescriptor_t e = engine.get();
+  int64_t count = 0;
+  EMBER_CUDNN_CHECK(
+      cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count, &e));
+  std::array<cudnnBackendNumericalNote_t, CUDNN_NUMERICAL_NOTE_TYPE_COUNT> notes{};
+  EMBER_CUDNN_CHECK(cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                                             int64_t(notes.size()), &count, notes.data()));
+  const bool half = dtype == DType::Float16 || dtype == DType::BFloat16;
+  for (int64_t i = 0; i < count; ++i) {
+    switch (notes[size_t(i)]) {
+      case CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION: return false;
+      case CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS:
+        if (!half) return false;
+        break;
+      case CUDNN_NUMERICAL_NOTE_TENSOR_CORE:
+        if (dtype == DType::Float64 || (dtype == DType::Float32 && !allow_tf32())) return false;
+        break;
+      default: break;
+    }
+  }
+  return true;
+}
+
+Tensor workspace(int64_t bytes, int device) {
+  return bytes == 0 ? Tensor() : empty({bytes}, DType::Bool, cuda_device(device));
+}
+
+// An execution plan and the graph and engine configuration it was made
+// from, kept alive beside it.
+struct Plan {
+  std::unique_ptr<Graph> graph;
+  Backend config{CUDNN_BACKEND_ENGINECFG_DESCRIPTOR};
+  Backend plan{CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR};
+  int64_t workspace = 0;
+};
+
+// The first engine configuration of the heuristics' ranking that keeps the
+// dtype's numerics, finalizes into a plan on `h`, and whose workspace the
+// allocator can provide.
+std::unique_ptr<Plan> make_plan(const ConvArgs& a, Direction dir, cudnnHandle_t h,
+                                const std::array<int64_t, 3>& alignment) {
+  check_fits_32_bits(a);
+  std::unique_ptr<Graph> graph = operation_graph(a, dir, h, alignment);
+  bool any_finalized = false;
+  for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
+    for (Backend& config : engine_configs(graph->graph, mode)) {
+      if (!numerics_allowed(config, a.dtype)) continue;
+      auto p = std::make_unique<Plan>();
+      cudnnBackendDescriptor_t c = config.get();
+      p->plan.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h)
+          .set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &c);
+      if (cudnnBackendFinalize(p->plan.get()) != CUDNN_STATUS_SUCCESS) continue;
+      any_finalized = true;
+      int64_t count = 0;
+      EMBER_CUDNN_CHECK(cudnnBackendGetAttribute(p->plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                                 CUDNN_TYPE_INT64, 1, &count, &p->workspace));
+      try {
+        workspace(p->workspace, a.device);
+      } catch (const OutOfMemoryError&) {
+        continue;
+      }
+      p->graph = std::move(graph);
+      p->config = std::move(config);
+      return p;
+    }
+  }
+  EMBER_CHECK(any_finalized, "conv2d: cuDNN has no " << direction_name(dir) << " engine for " << config_str(a)
                                                      << " on this GPU; use float32 or float16");
-  EMBER_FAIL("conv2d: the workspace of every cuDNN " << direction_name(dir) << " algorithm for " << what.str()
+  EMBER_FAIL("conv2d: the workspace of every cuDNN " << direction_name(dir) << " engine for " << config_str(a)
                                                      << " is larger than the free device memory; use a smaller batch");
 }
 
-AlgoChoice choose(const ConvArgs& a, Direction dir, cudnnHandle_t h, Descriptors& d) {
-  AlgoKey key = algo_key(a, dir);
-  AlgoChoice c;
-  if (algo_cache().find(key, c)) return c;
-  switch (dir) {
-    case Direction::Forward: {
-      std::array<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> perf;
-      int count = 0;
-      EMBER_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, int(perf.size()), &count,
-                                                               perf.data()));
-      c = pick(a, dir, d, perf.data(), count, [&](cudnnConvolutionFwdAlgo_t algo, size_t* bytes) {
-        return cudnnGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv, d.y, algo, bytes);
-      });
-      break;
-    }
-    case Direction::BackwardData: {
-      std::array<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT> perf;
-      int count = 0;
-      EMBER_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.conv, d.x, int(perf.size()),
-                                                                    &count, perf.data()));
-      c = pick(a, dir, d, perf.data(), count, [&](cudnnConvolutionBwdDataAlgo_t algo, size_t* bytes) {
-        return cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.y, d.conv, d.x, algo, bytes);
-      });
-      break;
-    }
-    case Direction::BackwardFilter: {
-      std::array<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT> perf;
-      int count = 0;
-      EMBER_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x, d.y, d.conv, d.w, int(perf.size()),
-                                                                      &count, perf.data()));
-      c = pick(a, dir, d, perf.data(), count, [&](cudnnConvolutionBwdFilterAlgo_t algo, size_t* bytes) {
-        return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x, d.y, d.conv, d.w, algo, bytes);
-      });
-      break;
-    }
+using PlanKey = std::tuple<std::array<int64_t, 16>, std::array<int64_t, 3>, Direction, cudnnHandle_t, bool>;
+
+class PlanCache {
+ public:
+  // The plan of `a` in direction `dir` on handle h for pointers of these
+  // alignments, made at its first call. Plans live as long as the process.
+  const Plan& get(const ConvArgs& a, Direction dir, cudnnHandle_t h, const std::array<int64_t, 3>& alignment) {
+    const PlanKey key{{a.n, a.c_in, a.h, a.w, a.c_out, a.kernel_h, a.kernel_w, a.stride_h, a.stride_w, a.padding_h,
+                       a.padding_w, a.dilation_h, a.dilation_w, a.groups, int64_t(a.dtype), a.device},
+                      alignment,
+                      dir,
+                      h,
+                      allow_tf32()};
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::unique_ptr<Plan>& plan = map_[key];
+    if (!plan) plan = make_plan(a, dir, h, alignment);
+    return *plan;
   }
-  algo_cache().insert(key, c);
-  return c;
+
+ private:
+  std::mutex mutex_;
+  std::map<PlanKey, std::unique_ptr<Plan>> map_;
+};
+
+PlanCache& plan_cache() {
+  static PlanCache* cache = new PlanCache;
+  return *cache;
+}
+
+// Runs `dir`'s plan for `a` with the three tensors at these addresses (input
+// side, weight side, output side of the direction).
+void execute(const ConvArgs& a, Direction dir, const void* input, const void* weight, const void* output) {
+  DeviceGuard guard(a.device);
+  cudnnHandle_t h = handle_for(a.device);
+  const Plan& plan = plan_cache().get(a, dir, h, {alignment_of(input), alignment_of(weight), alignment_of(output)});
+  Tensor ws = workspace(plan.workspace, a.device);
+  void* ws_ptr = ws.defined() ? ws.data_ptr() : nullptr;
+  const std::array<int64_t, 3> uids{kInput, kWeight, kOutput};
+  const std::array<void*, 3> pointers{const_cast<void*>(input), const_cast<void*>(weight), const_cast<void*>(output)};
+  Backend pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+  pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids.data())
+      .set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, pointers.data())
+      .set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws_ptr);
+  pack.finalize();
+  EMBER_CUDNN_CHECK(cudnnBackendExecute(h, plan.plan.get(), pack.get()));
 }
 
 }  // namespace
 
 void cudnn_conv_forward(const ConvArgs& a) {
-  DeviceGuard guard(a.device);
-  cudnnHandle_t h = handle_for(a.device);
-  Descriptors d(a);
-  AlgoChoice c = choose(a, Direction::Forward, h, d);
-  EMBER_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, c.math));
-  Tensor ws = workspace(c.workspace, a.device);
-  EMBER_CUDNN_CHECK(cudnnConvolutionForward(h, kOne.of(a.dtype), d.x, a.input, d.w, a.weight, d.conv,
-                                            cudnnConvolutionFwdAlgo_t(c.algo), workspace_ptr(ws), c.workspace,
-                                            kZero.of(a.dtype), d.y, a.output));
+  execute(a, Direction::Forward, a.input, a.weight, a.output);
   if (a.bias) conv_bias_add(a);
 }
 
 void cudnn_conv_backward_data(const ConvArgs& a) {
-  DeviceGuard guard(a.device);
-  cudnnHandle_t h = handle_for(a.device);
-  Descriptors d(a);
-  AlgoChoice c = choose(a, Direction::BackwardData, h, d);
-  EMBER_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, c.math));
-  Tensor ws = workspace(c.workspace, a.device);
-  EMBER_CUDNN_CHECK(cudnnConvolutionBackwardData(h, kOne.of(a.dtype), d.w, a.weight, d.y, a.grad_output, d.conv,
-                                                 cudnnConvolutionBwdDataAlgo_t(c.algo), workspace_ptr(ws), c.workspace,
-                                                 kZero.of(a.dtype), d.x, a.grad_input));
+  execute(a, Direction::BackwardData, a.grad_input, a.weight, a.grad_output);
 }
 
 void cudnn_conv_backward_filter(const ConvArgs& a) {
-  DeviceGuard guard(a.device);
-  if (a.grad_weight) {
-    cudnnHandle_t h = handle_for(a.device);
-    Descriptors d(a);
-    AlgoChoice c = choose(a, Direction::BackwardFilter, h, d);
-    EMBER_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, c.math));
-    Tensor ws = workspace(c.workspace, a.device);
-    EMBER_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, kOne.of(a.dtype), d.x, a.input, d.y, a.grad_output, d.conv,
-                                                     cudnnConvolutionBwdFilterAlgo_t(c.algo), workspace_ptr(ws),
-                                                     c.workspace, kZero.of(a.dtype), d.w, a.grad_weight));
-  }
+  if (a.grad_weight) execute(a, Direction::BackwardFilter, a.input, a.grad_weight, a.grad_output);
   if (a.grad_bias) conv_bias_grad(a);
 }
 

@@ -2,11 +2,11 @@
 // stubs for DeviceType::CUDA (contract in core/ops/conv_kernels.h).
 //
 // They are the whole of ember's use of cuDNN for convolution, defined in
-// kernels/cuda/cudnn_conv.cpp on the legacy API (cudnnConvolutionForward,
-// ...BackwardData, ...BackwardFilter); a port to the cuDNN graph API
-// replaces that one file behind these same three functions. Each runs on
-// the current stream of args.device with a workspace from ember's caching
-// allocator; float32 uses TF32 tensor cores only when allow_tf32() is on.
+// kernels/cuda/cudnn_conv.cpp on cuDNN's graph (backend) API: one
+// convolution node per operation graph, its execution plan made once per
+// configuration and reused. Each runs on the current stream of args.device
+// with a workspace from ember's caching allocator; float32 uses TF32 tensor
+// cores only when allow_tf32() is on.
 #pragma once
 
 #include "core/ops/conv_kernels.h"

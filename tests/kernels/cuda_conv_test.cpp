@@ -1,7 +1,8 @@
 // conv2d through cuDNN against the CPU im2col kernels: strides, padding,
 // dilation, groups (depthwise too), 1x1, odd sizes, non-contiguous inputs,
 // every float dtype, gradients of input, weight and bias, second-order
-// gradients, and the TF32 switch.
+// gradients, the TF32 switch, and tensors whose addresses are only
+// element-aligned (cuDNN plans are made per pointer alignment).
 #include <gtest/gtest.h>
 
 #include "support/cuda_compare.h"
@@ -86,6 +87,30 @@ TEST(CudaConv2d, SecondOrderGradientsMatchCpu) {
         return d;
       },
       {x, w, b, v}, true, conv_tolerance(DType::Float64)));
+}
+
+TEST(CudaConv2d, ElementAlignedViewsMatchCpu) {
+  EMBER_REQUIRE_CUDA();
+  // Contiguous views one element into a flat buffer: their addresses are
+  // 2-byte aligned for the half types, 4 for float32, 8 for float64, where
+  // fresh allocations are 256-byte aligned. The same shapes run first at
+  // fresh addresses, so a plan made for aligned pointers is in the cache.
+  Generator g(17);
+  const Shape xs{2, 8, 9, 7}, ws{16, 8, 3, 3};
+  const int64_t x_numel = 2 * 8 * 9 * 7, w_numel = 16 * 8 * 3 * 3;
+  for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16}) {
+    Tensor x = randn({x_numel + 1}, DType::Float32, kCPU, &g).to(dt).set_requires_grad();
+    Tensor w = (randn({w_numel + 1}, DType::Float32, kCPU, &g) * 0.3).to(dt).set_requires_grad();
+    for (int64_t offset : {0, 1}) {
+      auto fn = [&](const TensorList& in) {
+        Tensor xv = in[0].narrow(0, offset, x_numel).view(xs);
+        Tensor wv = in[1].narrow(0, offset, w_numel).view(ws);
+        return TensorList{conv2d(xv, wv, {}, {1, 1}, {1, 1})};
+      };
+      EXPECT_TRUE(testing::cuda_matches_cpu(fn, {x, w}, true, conv_tolerance(dt)))
+          << dtype_name(dt) << " offset " << offset;
+    }
+  }
 }
 
 TEST(CudaConv2d, Tf32OnlyWhenAllowed) {
