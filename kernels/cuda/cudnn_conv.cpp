@@ -1,24 +1,28 @@
 // conv2d through cuDNN's graph (backend) API (see kernels/cuda/cudnn_conv.h
 // for the launchers and core/ops/conv_kernels.h for the contract).
 //
-// - Handles: one per (device, host thread), created on first use and bound
-//   to the thread's current stream at every call. When a thread ends, its
-//   handles go back to a pool that later threads take from, so threads that
-//   come and go do not leak handles.
+// - Handles: one per (device, host thread), taken at the thread's first
+//   convolution on the device (an ember::Error while the thread captures a
+//   CUDA graph there: a new handle allocates on the device) and bound to the
+//   thread's current stream at every call. When a thread ends, its handles
+//   go back to a pool that later threads take from, so threads that come and
+//   go do not leak handles.
 // - Plans: each direction (forward, backward-data, backward-filter) of a
 //   configuration (shapes, stride, padding, dilation, groups, dtype, the
 //   alignment of each data pointer, TF32 switch) on a handle is one
 //   operation graph of one convolution node. Its execution plan is made at
-//   the first call: cuDNN's heuristics (mode A, then its fallback list) rank
-//   the engine configurations; the first whose numerics the dtype allows,
-//   that finalizes, and whose workspace the caching allocator can provide is
-//   kept in a map for the life of the process. A call then only packs its
+//   the first call (a capture may make it): cuDNN's heuristics (mode A,
+//   then its fallback list) rank the engine configurations; the first whose
+//   numerics the dtype allows, that finalizes, and whose workspace the
+//   caching allocator can provide is kept in a map for the life of the
+//   process. An engine cuDNN declines (a not-supported or bad-parameter
+//   status) is passed over; any other failure is an error. A call then only packs its
 //   pointers into a variant pack and executes the plan: a few microseconds of
 //   host time, where the legacy cudnnConvolution* calls spent over thirty.
-// - Math: float16 and bfloat16 data compute in float, on tensor cores, and
-//   no engine that reduces in reduced precision; float32 computes in float
-//   and runs no engine that down-converts its inputs, nor, unless
-//   allow_tf32(), one on tensor cores (TF32); float64 computes in double.
+// - Math: no engine that down-converts its inputs or reduces in reduced
+//   precision runs. float16 and bfloat16 data compute in float, on tensor
+//   cores; float32 computes in float, on tensor cores (TF32) only when
+//   allow_tf32(); float64 computes in double.
 // - Workspace: a byte tensor (DType::Bool, one byte per element) from the
 //   caching allocator on the current stream, freed when the call returns:
 //   the stream orders its reuse after the convolution.
@@ -43,6 +47,7 @@
 
 #include "core/cuda/cudnn_check.h"
 #include "core/cuda/device.h"
+#include "core/cuda/graph.h"
 #include "core/cuda/stream.h"
 #include "core/ops.h"
 
@@ -103,7 +108,12 @@ struct ThreadHandles {
 cudnnHandle_t handle_for(int device) {
   thread_local ThreadHandles mine;
   cudnnHandle_t& h = mine.handles[size_t(device)];
-  if (h == nullptr) h = handle_pool().acquire(device);
+  if (h == nullptr) {
+    detail::check_not_capturing(device, "the first convolution of a thread on a device",
+                                "it takes the thread's cuDNN handle, which may allocate on the device; run the work "
+                                "once before capturing");
+    h = handle_pool().acquire(device);
+  }
   EMBER_CUDNN_CHECK(cudnnSetStream(h, current_stream(device).handle()));
   return h;
 }
@@ -222,6 +232,18 @@ Backend convolution_descriptor(const ConvArgs& a) {
 
 // ---------------- plans ----------------
 
+// Whether `status` says cuDNN declines this engine or configuration (not
+// supported, or a parameter it does not take), not that something failed.
+bool declined(cudnnStatus_t status) { return status >= 2000 && status < 4000; }
+
+// Checks a finalize that cuDNN may decline: true when it succeeded, false
+// when it declined, and throws on any other failure.
+bool finalized(cudnnStatus_t status, const char* what) {
+  if (status == CUDNN_STATUS_SUCCESS) return true;
+  if (declined(status)) return false;
+  detail::throw_cudnn_error(status, what, __FILE__, __LINE__);
+}
+
 enum class Direction : int64_t { Forward, BackwardData, BackwardFilter };
 
 const char* direction_name(Direction dir) {
@@ -309,7 +331,7 @@ std::unique_ptr<Graph> operation_graph(const ConvArgs& a, Direction dir, cudnnHa
 std::vector<Backend> engine_configs(const Backend& graph, cudnnBackendHeurMode_t mode) {
   Backend heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
   heur.set(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph).set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
-  if (cudnnBackendFinalize(heur.get()) != CUDNN_STATUS_SUCCESS) return {};
+  if (!finalized(cudnnBackendFinalize(heur.get()), "cudnnBackendFinalize(engine heuristics)")) return {};
   int64_t count = 0;
   EMBER_CUDNN_CHECK(
       cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr));
@@ -326,8 +348,8 @@ std::vector<Backend> engine_configs(const Backend& graph, cudnnBackendHeurMode_t
 }
 
 // Whether the numerics of the configuration's engine keep the contract of
-// core/ops/conv_kernels.h for `dtype`.
-bool numerics_allowed(const Backend& config, DType dtype) {
+// core/ops/conv_kernels.h for `dtype` (tf32: allow_tf32() for this plan).
+bool numerics_allowed(const Backend& config, DType dtype, bool tf32) {
   Backend engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
   cudnnBackendDescriptor_t e = engine.get();
   int64_t count = 0;
@@ -336,15 +358,12 @@ bool numerics_allowed(const Backend& config, DType dtype) {
   std::array<cudnnBackendNumericalNote_t, CUDNN_NUMERICAL_NOTE_TYPE_COUNT> notes{};
   EMBER_CUDNN_CHECK(cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
                                              int64_t(notes.size()), &count, notes.data()));
-  const bool half = dtype == DType::Float16 || dtype == DType::BFloat16;
   for (int64_t i = 0; i < count; ++i) {
     switch (notes[size_t(i)]) {
-      case CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION: return false;
-      case CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS:
-        if (!half) return false;
-        break;
+      case CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION:
+      case CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS: return false;
       case CUDNN_NUMERICAL_NOTE_TENSOR_CORE:
-        if (dtype == DType::Float64 || (dtype == DType::Float32 && !allow_tf32())) return false;
+        if (dtype == DType::Float32 && !tf32) return false;
         break;
       default: break;
     }
@@ -369,18 +388,18 @@ struct Plan {
 // dtype's numerics, finalizes into a plan on `h`, and whose workspace the
 // allocator can provide.
 std::unique_ptr<Plan> make_plan(const ConvArgs& a, Direction dir, cudnnHandle_t h,
-                                const std::array<int64_t, 3>& alignment) {
+                                const std::array<int64_t, 3>& alignment, bool tf32) {
   check_fits_32_bits(a);
   std::unique_ptr<Graph> graph = operation_graph(a, dir, h, alignment);
   bool any_finalized = false;
   for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
     for (Backend& config : engine_configs(graph->graph, mode)) {
-      if (!numerics_allowed(config, a.dtype)) continue;
+      if (!numerics_allowed(config, a.dtype, tf32)) continue;
       auto p = std::make_unique<Plan>();
       cudnnBackendDescriptor_t c = config.get();
       p->plan.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h)
           .set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &c);
-      if (cudnnBackendFinalize(p->plan.get()) != CUDNN_STATUS_SUCCESS) continue;
+      if (!finalized(cudnnBackendFinalize(p->plan.get()), "cudnnBackendFinalize(execution plan)")) continue;
       any_finalized = true;
       int64_t count = 0;
       EMBER_CUDNN_CHECK(cudnnBackendGetAttribute(p->plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
@@ -407,17 +426,24 @@ class PlanCache {
  public:
   // The plan of `a` in direction `dir` on handle h for pointers of these
   // alignments, made at its first call. Plans live as long as the process.
+  // A plan is made outside the lock (heuristics and finalizing take long);
+  // only h's thread makes plans for h, so no two threads make the same one.
   const Plan& get(const ConvArgs& a, Direction dir, cudnnHandle_t h, const std::array<int64_t, 3>& alignment) {
+    const bool tf32 = allow_tf32();
     const PlanKey key{{a.n, a.c_in, a.h, a.w, a.c_out, a.kernel_h, a.kernel_w, a.stride_h, a.stride_w, a.padding_h,
                        a.padding_w, a.dilation_h, a.dilation_w, a.groups, int64_t(a.dtype), a.device},
                       alignment,
                       dir,
                       h,
-                      allow_tf32()};
+                      tf32};
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = map_.find(key);
+      if (it != map_.end()) return *it->second;
+    }
+    std::unique_ptr<Plan> plan = make_plan(a, dir, h, alignment, tf32);
     std::lock_guard<std::mutex> lock(mutex_);
-    std::unique_ptr<Plan>& plan = map_[key];
-    if (!plan) plan = make_plan(a, dir, h, alignment);
-    return *plan;
+    return *map_.emplace(key, std::move(plan)).first->second;
   }
 
  private:

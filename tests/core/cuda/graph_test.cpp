@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "core/error.h"
 #include "ember.h"
@@ -226,6 +227,40 @@ TEST(CudaGraph, WaitingForTheDeviceInsideACaptureIsAnErrorAndTheDeviceKeepsWorki
   EXPECT_TRUE(throws_with([&] { nested.capture([&] { Graph inner; inner.capture([] {}); }); },
                           {"another graph is being captured on cuda:0"}));
   EXPECT_TRUE(throws_with([&] { Graph().replay(); }, {"nothing is captured", "capture(work) first"}));
+}
+
+// A thread's first convolution on a device takes its cuDNN handle, which may
+// allocate on the device: under a capture that is an error saying so. Once
+// the thread has run one, a capture may hold a convolution of a shape it has
+// never run (its cuDNN plan is made in the capture), and replays match the
+// eager results.
+TEST(CudaGraph, AThreadsFirstConvolutionRunsBeforeItsCaptures) {
+  REQUIRE_GPU();
+  Tensor x = randn({2, 3, 9, 8}, DType::Float32, kGpu);
+  Tensor x2 = randn({3, 3, 11, 7}, DType::Float32, kGpu);
+  Tensor w = randn({4, 3, 3, 3}, DType::Float32, kGpu);
+  synchronize(0);
+  std::thread worker([&] {
+    try {
+      Graph first;
+      EXPECT_TRUE(throws_with([&] { first.capture([&] { conv2d(x, w, {}, {1, 1}, {1, 1}); }); },
+                              {"the first convolution of a thread on a device", "run the work once before capturing"}));
+      const Tensor eager = conv2d(x, w, {}, {1, 1}, {1, 1});
+      Tensor y, y2;
+      Graph graph;
+      graph.capture([&] {
+        y = conv2d(x, w, {}, {1, 1}, {1, 1});
+        y2 = conv2d(x2, w, {}, {2, 1}, {0, 1});
+      });
+      graph.replay();
+      const Tensor eager2 = conv2d(x2, w, {}, {2, 1}, {0, 1});
+      EXPECT_EQ((y - eager).abs().max().item<double>(), 0.0);
+      EXPECT_EQ((y2 - eager2).abs().max().item<double>(), 0.0);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << e.what();
+    }
+  });
+  worker.join();
 }
 
 // SGD without momentum keeps no state: even its first update creates
