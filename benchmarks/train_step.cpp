@@ -8,7 +8,7 @@
 //   mlp   Flatten, Linear 784-1024, ReLU, Linear 1024-1024, ReLU,
 //         Linear 1024-10; SGD lr 0.01, momentum 0.9; batch 64, 256, 4096
 //   cnn   examples/train/models.h's CNN (dropout 0.25); Adam lr 1e-3;
-//         batch 256, 1024
+//         batch 64 (ember-train's), 256, 1024
 // Precisions (--precision, a list): fp32; amp-fp16, the forward and the
 // loss under amp::autocast(float16) with an amp::GradScaler; amp-bf16,
 // autocast(bfloat16) without one. Default: all three on a GPU, fp32 on the
@@ -271,7 +271,7 @@ int main(int argc, char** argv) {
   if (use_gpu) where = "cuda:0, " + cuda::properties(0).name + " (CUDA events)";
 #endif
   const std::vector<Case> cases = {
-      {"mlp", "sgd", 64}, {"mlp", "sgd", 256}, {"mlp", "sgd", 4096}, {"cnn", "adam", 256}, {"cnn", "adam", 1024},
+      {"mlp", "sgd", 64}, {"mlp", "sgd", 256}, {"mlp", "sgd", 4096}, {"cnn", "adam", 64}, {"cnn", "adam", 256}, {"cnn", "adam", 1024},
   };
   if (rounds > 0) return print_interleaved(cases, precisions, modes, models, batches, device, warmup, steps, rounds,
                                            where);

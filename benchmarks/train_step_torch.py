@@ -89,7 +89,7 @@ def main():
     print("| model | optimizer | precision | mode | batch | ms/step | samples/s | cudaMalloc calls |")
     print("|---|---|---|---|---:|---:|---:|---:|")
     for model_name, optimizer_name, batch in [("mlp", "sgd", 64), ("mlp", "sgd", 256), ("mlp", "sgd", 4096),
-                                              ("cnn", "adam", 256), ("cnn", "adam", 1024)]:
+                                              ("cnn", "adam", 64), ("cnn", "adam", 256), ("cnn", "adam", 1024)]:
         for precision in precisions:
             for mode in modes:
                 if mode == "graph" and precision == "amp-fp16":
