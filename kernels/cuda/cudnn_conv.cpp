@@ -16,9 +16,10 @@
 //   numerics the dtype allows, that finalizes, and whose workspace the
 //   caching allocator can provide is kept in a map for the life of the
 //   process. An engine cuDNN declines (a not-supported or bad-parameter
-//   status) is passed over; any other failure is an error. A call then only packs its
-//   pointers into a variant pack and executes the plan: a few microseconds of
-//   host time, where the legacy cudnnConvolution* calls spent over thirty.
+//   status) is passed over; any other failure is an error. A call then only
+//   packs its pointers into a variant pack and executes the plan: a few
+//   microseconds of host time, where the legacy cudnnConvolution* calls
+//   spent over thirty.
 // - Math: no engine that down-converts its inputs or reduces in reduced
 //   precision runs. float16 and bfloat16 data compute in float, on tensor
 //   cores; float32 computes in float, on tensor cores (TF32) only when
@@ -51,9 +52,10 @@
 #include "core/cuda/stream.h"
 #include "core/ops.h"
 
-// The plans name their handle through the attributes that cuDNN 9.19 marks
-// deprecated in favour of device-property descriptors, which the cuDNN 9.14
-// of the H200 machines lacks; the warning is silenced for this file only.
+// The plans name their handle through attributes that cuDNN 9.19 marks
+// deprecated in favour of device-property descriptors; every cuDNN 9 has
+// the handle attributes (the H200 machines run 9.14), so the warning is
+// silenced, for this file only.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 
