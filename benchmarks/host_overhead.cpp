@@ -19,6 +19,10 @@
 //                 of an input and weight that require grad and the backward
 //                 of the output from a given gradient (both convolutions
 //                 of the backward pass)
+//   sgd step      a training step of one 16-element parameter: zero_grad,
+//                 (w * w).sum(), backward, SGD with momentum; "+ GradScaler":
+//                 the same through amp::GradScaler (scale, backward, step,
+//                 update): what dynamic loss scaling costs the host a step
 //   mlp fwd+bwd   10 layers of relu(matmul(h, W) + b), width 256, batch 32,
 //                 then sum().backward(): one training step without the update;
 //                 also its forward and its backward alone, the host time to
@@ -127,6 +131,24 @@ double conv(Device device, DType dtype, bool with_backward) {
   });
 }
 
+double sgd_step(Device device, bool scaled) {
+  Tensor w = randn({16}, DType::Float32, device).set_requires_grad();
+  optim::SGD sgd(TensorList{w}, optim::SGDOptions{1e-3, 0.9});
+  amp::GradScaler scaler;
+  return median_us(device, 200, 20, [&] {
+    sgd.zero_grad();
+    Tensor loss = (w * w).sum();
+    if (scaled) {
+      scaler.scale(loss).backward();
+      scaler.step(sgd);
+      scaler.update();
+    } else {
+      loss.backward();
+      sgd.step();
+    }
+  });
+}
+
 enum class MlpPart { Forward, Backward, Step };
 
 // The MLP row's figure: the median host time to issue the forward or the
@@ -193,6 +215,8 @@ int main() {
       {"conv2d + grad, float32", [](Device d) { return conv(d, DType::Float32, true); }},
       {"conv2d + grad, float16", [](Device d) { return conv(d, DType::Float16, true); }},
       {"conv2d + grad, bfloat16", [](Device d) { return conv(d, DType::BFloat16, true); }},
+      {"sgd step (16 floats, momentum)", [](Device d) { return sgd_step(d, false); }},
+      {"sgd step + GradScaler", [](Device d) { return sgd_step(d, true); }},
       {"mlp fwd (issue, 10 x 256, batch 32)", [](Device d) { return mlp(d, MlpPart::Forward); }},
       {"mlp bwd (issue)", [](Device d) { return mlp(d, MlpPart::Backward); }},
       {"mlp fwd+bwd (wall, synchronized)", [](Device d) { return mlp(d, MlpPart::Step); }},
