@@ -181,6 +181,17 @@ Tensor cast_to_policy(const Tensor& t, CastPolicy policy, bool with_history) {
   return t.to(target);
 }
 
+// The first of `leaf`'s kept casts on this thread (one per half dtype) that
+// match(entry) accepts, or null.
+template <typename Match>
+CacheEntry* find_kept(ThreadState& ts, const Tensor& leaf, Match match) {
+  for (auto it = ts.kept.lower_bound({leaf.impl(), DType{}}); it != ts.kept.end() && it->first.first == leaf.impl();
+       ++it) {
+    if (match(it->second)) return &it->second;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 State get_state() { return local().state; }
@@ -212,23 +223,16 @@ Tensor fresh_kept_cast(const Tensor& leaf) {
   ThreadState& ts = local();
   if (ts.kept.empty() || leaf.dtype() != DType::Float32) return Tensor();
   if (leaf.is_cuda() && cuda::is_capturing(leaf.device().index)) return Tensor();
-  for (auto it = ts.kept.lower_bound({leaf.impl(), DType{}}); it != ts.kept.end() && it->first.first == leaf.impl();
-       ++it) {
-    if (fresh(it->second, leaf)) return it->second.cast;
-  }
-  return Tensor();
+  const CacheEntry* e = find_kept(ts, leaf, [&](const CacheEntry& c) { return fresh(c, leaf); });
+  return e != nullptr ? e->cast : Tensor();
 }
 
 void kept_cast_rewritten(const Tensor& leaf, const Tensor& cast) {
-  ThreadState& ts = local();
-  for (auto it = ts.kept.lower_bound({leaf.impl(), DType{}}); it != ts.kept.end() && it->first.first == leaf.impl();
-       ++it) {
-    CacheEntry& e = it->second;
-    if (!e.cast.is_same(cast) || !same_source(e, leaf)) continue;
-    e.version = leaf.version();
-    e.cast.storage()->bump_version();
-    return;
-  }
+  CacheEntry* e =
+      find_kept(local(), leaf, [&](const CacheEntry& c) { return c.cast.is_same(cast) && same_source(c, leaf); });
+  if (e == nullptr) return;
+  e->version = leaf.version();
+  e->cast.storage()->bump_version();
 }
 
 void clear_cache() {
