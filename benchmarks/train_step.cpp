@@ -18,12 +18,18 @@
 // replayed (CUDA only). Default: both on a GPU. --model and --batch (lists)
 // keep only some of the rows.
 // Inputs are random (N, 1, 28, 28) images and labels made on the device once.
+// --layout (a list: nchw, channels-last) lays out the CNN's weights and
+// input (Module::to(MemoryFormat::ChannelsLast)): its convolutions then run
+// cuDNN's NHWC engines without layout transposes, and batch norm, ReLU and
+// pooling keep the layout; the MLP rows ignore it.
 // --interleave R prints another table instead: each AMP precision against
 // fp32, the two set up side by side and timed in R alternating rounds of
 // --steps steps (which goes first alternates too), with the median of the
 // rounds' AMP / fp32 ratios and their range; a host whose speed drifts
 // between rounds moves both alike, as it does not in the one-after-the-
-// other rows of the default table.
+// other rows of the default table. --fp32-layout sets the layout of the
+// fp32 side (default: the row's own), to set AMP in channels-last against
+// fp32 in NCHW.
 //
 // Timing: on cuda:0 when a GPU is visible, the median over 100 steps (after
 // 10 warm-up steps) of the time between CUDA events recorded before and
@@ -108,14 +114,21 @@ struct Prepared {
   std::function<void()> timed;
 };
 
-std::unique_ptr<Prepared> prepare(const Case& c, const std::string& precision, bool graphed, Device device,
-                                  int warmup) {
+// Whether the row runs channels-last: only the CNN has 4-D weights.
+bool channels_last(const Case& c, const std::string& layout) {
+  return layout == "channels-last" && std::strcmp(c.model, "cnn") == 0;
+}
+
+std::unique_ptr<Prepared> prepare(const Case& c, const std::string& precision, const std::string& layout,
+                                  bool graphed, Device device, int warmup) {
   manual_seed(0);
   auto p = std::make_unique<Prepared>();
   p->model = make_model(c);
   p->model->to(device);
+  if (channels_last(c, layout)) p->model->to(MemoryFormat::ChannelsLast);
   p->optimizer = make_optimizer(c, p->model->parameters());
   p->input = randn({c.batch, 1, train::kImageSide, train::kImageSide}, DType::Float32, device);
+  if (channels_last(c, layout)) p->input = p->input.to(MemoryFormat::ChannelsLast);
   p->target = randint(0, train::kClasses, {c.batch}, DType::Int64, device);
   const std::optional<DType> low = autocast_dtype(precision);
   if (low == DType::Float16) p->scaler.emplace();
@@ -154,8 +167,9 @@ uint64_t device_allocs(Device device) {
   return 0;
 }
 
-Timing time_case(const Case& c, const std::string& precision, bool graphed, Device device, int warmup, int steps) {
-  const std::unique_ptr<Prepared> p = prepare(c, precision, graphed, device, warmup);
+Timing time_case(const Case& c, const std::string& precision, const std::string& layout, bool graphed, Device device,
+                 int warmup, int steps) {
+  const std::unique_ptr<Prepared> p = prepare(c, precision, layout, graphed, device, warmup);
   Timing t;
   const uint64_t allocs_before = device_allocs(device);
   t.median_ms = bench::median(bench::time_steps(device, 1, steps, p->timed));
@@ -171,10 +185,11 @@ struct Interleaved {
   int64_t device_allocs = -1;
 };
 
-Interleaved interleave(const Case& c, const std::string& precision, bool graphed, Device device, int warmup,
-                       int steps, int rounds) {
-  const std::unique_ptr<Prepared> base = prepare(c, "fp32", graphed, device, warmup);
-  const std::unique_ptr<Prepared> amp = prepare(c, precision, graphed, device, warmup);
+Interleaved interleave(const Case& c, const std::string& precision, const std::string& layout,
+                       const std::string& fp32_layout, bool graphed, Device device, int warmup, int steps,
+                       int rounds) {
+  const std::unique_ptr<Prepared> base = prepare(c, "fp32", fp32_layout, graphed, device, warmup);
+  const std::unique_ptr<Prepared> amp = prepare(c, precision, layout, graphed, device, warmup);
   // Untimed rounds in both orders first, so the allocator's cache holds
   // what either interleaving needs.
   for (int r = 0; r < 2; ++r) {
@@ -207,36 +222,45 @@ Interleaved interleave(const Case& c, const std::string& precision, bool graphed
 // The --interleave table: each AMP precision against fp32, case by case.
 int print_interleaved(const std::vector<Case>& cases, const std::vector<std::string>& precisions,
                       const std::vector<std::string>& modes, const std::vector<std::string>& models,
-                      const std::vector<std::string>& batches, Device device, int warmup, int steps, int rounds,
+                      const std::vector<std::string>& batches, const std::vector<std::string>& layouts,
+                      const std::string& fp32_layout, Device device, int warmup, int steps, int rounds,
                       const std::string& where) {
   std::printf("ember train_step --interleave: AMP against fp32 in %d alternating rounds of %d steps each "
               "(after %d warm-up steps each), on %s\n\n",
               rounds, steps, warmup, where.c_str());
-  std::printf("| model | optimizer | precision | mode | batch | fp32 ms/step | AMP ms/step | AMP / fp32, median "
-              "of rounds | min | max | cudaMalloc calls |\n");
-  std::printf("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
+  std::printf("| model | optimizer | precision | layout (fp32's) | mode | batch | fp32 ms/step | AMP ms/step | AMP / "
+              "fp32, median of rounds | min | max | cudaMalloc calls |\n");
+  std::printf("|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
   int status = 0;
   for (const Case& c : cases) {
     if (!picked(models, c.model) || !picked(batches, std::to_string(c.batch))) continue;
     for (const std::string& precision : precisions) {
       if (precision == "fp32") continue;
-      for (const std::string& mode : modes) {
-        const auto batch = static_cast<long long>(c.batch);
-        try {
-          const Interleaved t = interleave(c, precision, mode == "graph", device, warmup, steps, rounds);
-          const std::string allocs = t.device_allocs < 0 ? "n/a" : std::to_string(t.device_allocs);
-          std::printf("| %s | %s | %s | %s | %lld | %.3f | %.3f | %.3f | %.3f | %.3f | %s |\n", c.model, c.optimizer,
-                      precision.c_str(), mode.c_str(), batch, t.fp32_ms, t.amp_ms, t.ratio, t.ratio_min,
-                      t.ratio_max, allocs.c_str());
-          if (t.device_allocs > 0) status = 1;
-        } catch (const Error& e) {
-          std::printf("| %s | %s | %s | %s | %lld | failed | | | | | |\n", c.model, c.optimizer, precision.c_str(),
-                      mode.c_str(), batch);
-          std::fprintf(stderr, "%s %s %s batch %lld: %s\n", c.model, precision.c_str(), mode.c_str(), batch,
-                       e.what());
-          status = 1;
+      for (const std::string& layout_flag : layouts) {
+        if (layout_flag != layouts.front() && !channels_last(c, layout_flag)) continue;  // the MLP has one layout
+        const std::string layout = channels_last(c, layout_flag) ? layout_flag : "nchw";
+        const std::string base_layout =
+            fp32_layout.empty() ? layout : channels_last(c, fp32_layout) ? fp32_layout : "nchw";
+        const std::string layouts_str = layout + " (" + base_layout + ")";
+        for (const std::string& mode : modes) {
+          const auto batch = static_cast<long long>(c.batch);
+          try {
+            const Interleaved t =
+                interleave(c, precision, layout, base_layout, mode == "graph", device, warmup, steps, rounds);
+            const std::string allocs = t.device_allocs < 0 ? "n/a" : std::to_string(t.device_allocs);
+            std::printf("| %s | %s | %s | %s | %s | %lld | %.3f | %.3f | %.3f | %.3f | %.3f | %s |\n", c.model,
+                        c.optimizer, precision.c_str(), layouts_str.c_str(), mode.c_str(), batch, t.fp32_ms, t.amp_ms,
+                        t.ratio, t.ratio_min, t.ratio_max, allocs.c_str());
+            if (t.device_allocs > 0) status = 1;
+          } catch (const Error& e) {
+            std::printf("| %s | %s | %s | %s | %s | %lld | failed | | | | | |\n", c.model, c.optimizer,
+                        precision.c_str(), layouts_str.c_str(), mode.c_str(), batch);
+            std::fprintf(stderr, "%s %s %s batch %lld: %s\n", c.model, precision.c_str(), mode.c_str(), batch,
+                         e.what());
+            status = 1;
+          }
+          std::fflush(stdout);
         }
-        std::fflush(stdout);
       }
     }
   }
@@ -249,7 +273,8 @@ int print_interleaved(const std::vector<Case>& cases, const std::vector<std::str
 int main(int argc, char** argv) {
   bench::Flags flags(argc, argv,
                      "train_step [--device cpu|cuda] [--steps N] [--precision fp32,amp-fp16,amp-bf16] "
-                     "[--mode eager,graph] [--model mlp,cnn] [--batch 64,256,...] [--interleave ROUNDS]");
+                     "[--mode eager,graph] [--model mlp,cnn] [--batch 64,256,...] [--layout nchw,channels-last] "
+                     "[--interleave ROUNDS [--fp32-layout nchw|channels-last]]");
   const Device device = flags.device();
   const bool use_gpu = device.is_cuda();
   const int warmup = use_gpu ? 10 : 2;
@@ -263,6 +288,10 @@ int main(int argc, char** argv) {
                  {"eager", "graph"});
   const std::vector<std::string> models = flags.list("--model", {"mlp", "cnn"}, {"mlp", "cnn"});
   const std::vector<std::string> batches = flags.list("--batch", {"64", "256", "1024", "4096"}, {"64", "256", "1024", "4096"});
+  const std::vector<std::string> layouts = flags.list("--layout", {"nchw"}, {"nchw", "channels-last"});
+  const std::vector<std::string> fp32_layouts = flags.list("--fp32-layout", {}, {"nchw", "channels-last"});
+  EMBER_CHECK(fp32_layouts.size() <= 1, "train_step: --fp32-layout takes one layout");
+  const std::string fp32_layout = fp32_layouts.empty() ? "" : fp32_layouts[0];
   const int rounds = int(flags.count("--interleave", 0, 1000));
   flags.finish();
 
@@ -273,31 +302,38 @@ int main(int argc, char** argv) {
   const std::vector<Case> cases = {
       {"mlp", "sgd", 64}, {"mlp", "sgd", 256}, {"mlp", "sgd", 4096}, {"cnn", "adam", 64}, {"cnn", "adam", 256}, {"cnn", "adam", 1024},
   };
-  if (rounds > 0) return print_interleaved(cases, precisions, modes, models, batches, device, warmup, steps, rounds,
-                                           where);
+  if (rounds > 0) {
+    return print_interleaved(cases, precisions, modes, models, batches, layouts, fp32_layout, device, warmup, steps,
+                             rounds, where);
+  }
   std::printf("ember train_step: median of %d steps after %d warm-up steps, on %s\n\n", steps, warmup,
               where.c_str());
-  std::printf("| model | optimizer | precision | mode | batch | ms/step | samples/s | cudaMalloc calls |\n");
-  std::printf("|---|---|---|---|---:|---:|---:|---:|\n");
+  std::printf("| model | optimizer | precision | layout | mode | batch | ms/step | samples/s | cudaMalloc calls |\n");
+  std::printf("|---|---|---|---|---|---:|---:|---:|---:|\n");
   int status = 0;
   for (const Case& c : cases) {
     if (!picked(models, c.model) || !picked(batches, std::to_string(c.batch))) continue;
     for (const std::string& precision : precisions) {
-      for (const std::string& mode : modes) {
-        const auto batch = static_cast<long long>(c.batch);
-        try {
-          const Timing t = time_case(c, precision, mode == "graph", device, warmup, steps);
-          const std::string allocs = t.device_allocs < 0 ? "n/a" : std::to_string(t.device_allocs);
-          std::printf("| %s | %s | %s | %s | %lld | %.3f | %.0f | %s |\n", c.model, c.optimizer, precision.c_str(),
-                      mode.c_str(), batch, t.median_ms, double(c.batch) / (t.median_ms * 1e-3), allocs.c_str());
-          if (t.device_allocs > 0) status = 1;
-        } catch (const Error& e) {
-          std::printf("| %s | %s | %s | %s | %lld | failed | | |\n", c.model, c.optimizer, precision.c_str(),
-                      mode.c_str(), batch);
-          std::fprintf(stderr, "%s %s %s batch %lld: %s\n", c.model, precision.c_str(), mode.c_str(), batch, e.what());
-          status = 1;
+      for (const std::string& layout_flag : layouts) {
+        if (layout_flag != layouts.front() && !channels_last(c, layout_flag)) continue;  // the MLP has one layout
+        const std::string layout = channels_last(c, layout_flag) ? layout_flag : "nchw";
+        for (const std::string& mode : modes) {
+          const auto batch = static_cast<long long>(c.batch);
+          try {
+            const Timing t = time_case(c, precision, layout, mode == "graph", device, warmup, steps);
+            const std::string allocs = t.device_allocs < 0 ? "n/a" : std::to_string(t.device_allocs);
+            std::printf("| %s | %s | %s | %s | %s | %lld | %.3f | %.0f | %s |\n", c.model, c.optimizer,
+                        precision.c_str(), layout.c_str(), mode.c_str(), batch, t.median_ms,
+                        double(c.batch) / (t.median_ms * 1e-3), allocs.c_str());
+            if (t.device_allocs > 0) status = 1;
+          } catch (const Error& e) {
+            std::printf("| %s | %s | %s | %s | %s | %lld | failed | | |\n", c.model, c.optimizer, precision.c_str(),
+                        layout.c_str(), mode.c_str(), batch);
+            std::fprintf(stderr, "%s %s %s batch %lld: %s\n", c.model, precision.c_str(), mode.c_str(), batch, e.what());
+            status = 1;
+          }
+          std::fflush(stdout);
         }
-        std::fflush(stdout);
       }
     }
   }

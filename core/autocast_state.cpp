@@ -112,8 +112,8 @@ void refresh_kept(ThreadState& ts, Device device, DType dtype) {
       continue;
     }
     remember_source(e, t);
-    if (t.is_contiguous()) {
-      e.cast = empty(t.shape(), dtype, device);
+    if (t.is_non_overlapping_and_dense()) {  // walked flat, in the leaf's own layout
+      e.cast = empty_strided(t.shape(), t.strides(), dtype, device);
       optim::FusedTensor f;
       f.param = e.cast.data_ptr();
       f.grad = t.data_ptr();  // float32, numel elements: same_source

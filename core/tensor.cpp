@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/autograd/function.h"
+#include "core/memory_format.h"
 #include "core/ops.h"
 #include "core/ops/op_utils.h"
 
@@ -31,16 +32,6 @@ TensorImpl::~TensorImpl() = default;
 using detail::wrap_dim;
 
 namespace {
-
-Shape contiguous_strides(const Shape& sizes) {
-  Shape strides(sizes.size());
-  int64_t s = 1;
-  for (int64_t i = int64_t(sizes.size()) - 1; i >= 0; --i) {
-    strides[i] = s;
-    s *= std::max<int64_t>(sizes[i], 1);
-  }
-  return strides;
-}
 
 int64_t shape_numel(const Shape& s) {
   int64_t n = 1;
@@ -128,7 +119,10 @@ Tensor slice_backward(const Tensor& g, const Shape& in_shape, int64_t d, int64_t
 
 }  // namespace
 
-Tensor empty(const Shape& shape, DType dtype, Device device) {
+namespace {
+
+// Storage for `shape`'s elements at `strides` (dense, so numel elements).
+Tensor allocate(const Shape& shape, Shape strides, DType dtype, Device device) {
   int64_t extent = 1;  // the product of the sizes, which the strides reach
   for (int64_t s : shape) {
     EMBER_CHECK(s >= 0, "empty: negative size in shape " << shape_str(shape));
@@ -137,7 +131,24 @@ Tensor empty(const Shape& shape, DType dtype, Device device) {
   }
   int64_t n = shape_numel(shape);
   auto storage = std::make_shared<Storage>(size_t(n) * dtype_size(dtype), device);
-  return Tensor(std::make_shared<TensorImpl>(std::move(storage), shape, contiguous_strides(shape), 0, dtype));
+  return Tensor(std::make_shared<TensorImpl>(std::move(storage), shape, std::move(strides), 0, dtype));
+}
+
+}  // namespace
+
+Tensor empty(const Shape& shape, DType dtype, Device device) {
+  return allocate(shape, contiguous_strides(shape), dtype, device);
+}
+
+Tensor empty(const Shape& shape, DType dtype, Device device, MemoryFormat format) {
+  return allocate(shape, format_strides("empty", shape, format), dtype, device);
+}
+
+Tensor empty_strided(const Shape& shape, const Shape& strides, DType dtype, Device device) {
+  EMBER_CHECK(strides.size() == shape.size() && non_overlapping_and_dense(shape, strides),
+              "empty_strided: strides " << shape_str(strides) << " are not a dense, non-overlapping layout of shape "
+                                        << shape_str(shape));
+  return allocate(shape, strides, dtype, device);
 }
 
 int64_t Tensor::size(int64_t d) const { return impl_->sizes[wrap_dim("size", d, dim(), shape())]; }
@@ -153,6 +164,17 @@ bool Tensor::is_contiguous() const {
     expected *= s;
   }
   return true;
+}
+
+bool Tensor::is_contiguous(MemoryFormat format) const {
+  return strides_follow(impl_->sizes, impl_->strides, format);
+}
+
+bool Tensor::is_non_overlapping_and_dense() const { return non_overlapping_and_dense(impl_->sizes, impl_->strides); }
+
+MemoryFormat Tensor::suggest_memory_format() const {
+  return strides_like_channels_last(impl_->sizes, impl_->strides) ? MemoryFormat::ChannelsLast
+                                                                  : MemoryFormat::Contiguous;
 }
 
 void* Tensor::data_ptr() const {
@@ -377,18 +399,34 @@ Tensor Tensor::detach() const {
 
 // ---------------- copies ----------------
 
-Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
+namespace {
 
-Tensor Tensor::clone() const {
-  Tensor out = empty(sizes(), dtype(), device());
+// A copy of t laid out at `strides`, recorded as `name` (the gradient
+// passes through unchanged).
+Tensor copy_with_strides(const Tensor& t, const Shape& strides, const char* name) {
+  Tensor out = empty_strided(t.sizes(), strides, t.dtype(), t.device());
   {
     NoGradGuard no_grad;
-    out.copy_(*this);
+    out.copy_(t);
   }
-  if (needs_grad(*this)) {
-    record("CloneBackward", {&out}, {*this}, [](const TensorList& g) { return TensorList{g[0]}; });
-  }
+  if (needs_grad(t)) record(name, {&out}, {t}, [](const TensorList& g) { return TensorList{g[0]}; });
   return out;
+}
+
+}  // namespace
+
+Tensor Tensor::contiguous() const { return contiguous(MemoryFormat::Contiguous); }
+
+Tensor Tensor::contiguous(MemoryFormat format) const {
+  if (is_contiguous(format)) return *this;
+  return copy_with_strides(*this, format_strides("contiguous", sizes(), format), "CloneBackward");
+}
+
+Tensor Tensor::clone() const { return copy_with_strides(*this, preserved_strides(*this), "CloneBackward"); }
+
+Tensor Tensor::to(MemoryFormat format) const {
+  if (format == MemoryFormat::Preserve || suggest_memory_format() == format) return *this;
+  return copy_with_strides(*this, format_strides("to", sizes(), format), "ToCopyBackward");
 }
 
 Tensor Tensor::to(DType dt) const { return to(device(), dt); }
@@ -396,7 +434,7 @@ Tensor Tensor::to(Device dev) const { return to(dev, dtype()); }
 
 Tensor Tensor::to(Device dev, DType dt) const {
   if (dev == device() && dt == dtype()) return *this;
-  Tensor out = empty(sizes(), dt, dev);
+  Tensor out = empty_strided(sizes(), preserved_strides(*this), dt, dev);
   {
     NoGradGuard no_grad;
     out.copy_(*this);

@@ -33,6 +33,14 @@ namespace ember {
 using Shape = std::vector<int64_t>;
 std::string shape_str(const Shape& s);  // "[2, 3]"
 
+// How a tensor's elements lie in memory (core/memory_format.h has the
+// stride rules). Contiguous is row-major; ChannelsLast is a 4-D (N, C, H, W)
+// tensor stored as (N, H, W, C), the layout of cuDNN's tensor-core
+// convolutions; Preserve keeps a dense tensor's own strides (as PyTorch's
+// torch.preserve_format).
+enum class MemoryFormat : uint8_t { Contiguous, ChannelsLast, Preserve };
+const char* memory_format_name(MemoryFormat format);
+
 class Tensor;
 class Node;
 using TensorList = std::vector<Tensor>;
@@ -78,6 +86,18 @@ class Tensor {
   int64_t storage_offset() const { return impl_->offset; }
   size_t element_size() const { return dtype_size(impl_->dtype); }
   bool is_contiguous() const;
+  // Whether the elements lie densely in `format`'s order (size-1 dims'
+  // strides do not matter, as for is_contiguous()); Preserve is an error.
+  bool is_contiguous(MemoryFormat format) const;
+  // Every element at its own address and the addresses one dense block: a
+  // permutation of a contiguous layout.
+  bool is_non_overlapping_and_dense() const;
+  // ChannelsLast for a 4-D tensor whose strides are ordered as
+  // channels-last's (C innermost, then W, H, N; the strides of size-1 dims
+  // count, so a one-channel tensor made channels-last says so), else
+  // Contiguous: the format convolution, batch norm, pooling and dropout
+  // compute in and give their outputs.
+  MemoryFormat suggest_memory_format() const;
   bool is_cuda() const { return device().is_cuda(); }
   const std::shared_ptr<Storage>& storage() const { return impl_->storage; }
 
@@ -115,7 +135,14 @@ class Tensor {
 
   // ---- copies and conversions ----
   Tensor contiguous() const;  // self if already contiguous
+  // Self if is_contiguous(format), else a copy laid out in format.
+  Tensor contiguous(MemoryFormat format) const;
+  // A copy that keeps the layout (MemoryFormat::Preserve), differentiable.
   Tensor clone() const;
+  // Self if suggest_memory_format() is format already, else a copy with
+  // exactly format's strides (as PyTorch's x.to(memory_format=...)).
+  Tensor to(MemoryFormat format) const;
+  // Conversions keep the layout (MemoryFormat::Preserve).
   Tensor to(DType dtype) const;    // self if same dtype
   Tensor to(Device device) const;  // self if same device
   Tensor to(Device device, DType dtype) const;
@@ -206,9 +233,13 @@ class Tensor {
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
-// Wraps an impl in the metadata of `like`'s shape for outputs; used by ops.
-// Allocates a contiguous tensor.
+// An uninitialized contiguous tensor.
 Tensor empty(const Shape& shape, DType dtype = kDefaultFloat, Device device = kCPU);
+// An uninitialized tensor laid out in format (Contiguous or ChannelsLast).
+Tensor empty(const Shape& shape, DType dtype, Device device, MemoryFormat format);
+// An uninitialized tensor with these strides, which must be dense and
+// non-overlapping for the shape.
+Tensor empty_strided(const Shape& shape, const Shape& strides, DType dtype, Device device);
 
 // ---------------- inline template definitions ----------------
 

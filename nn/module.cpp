@@ -11,6 +11,7 @@
 
 #include "core/autograd/node.h"
 #include "core/grad_mode.h"
+#include "core/memory_format.h"
 
 namespace ember::nn {
 namespace {
@@ -31,7 +32,8 @@ void replace_data(Tensor t, const Tensor& value) {
   impl->is_view = false;
   if (grad.defined()) {
     NoGradGuard no_grad;
-    t.set_grad(grad.detach().to(t.device(), t.dtype()));
+    Tensor g = grad.detach().to(t.device(), t.dtype());
+    t.set_grad(same_layout(g.sizes(), g.strides(), t.strides()) ? g : copy_like(g, t));
   }
 }
 
@@ -253,6 +255,22 @@ void Module::to(Device device, DType dtype) {
   EMBER_CHECK(is_floating(dtype), "Module::to: " << name() << ".to(" << device << ", " << dtype_name(dtype)
                                                  << ") needs a floating dtype (float32, float64, float16, bfloat16)");
   convert(device, dtype);
+}
+
+void Module::to(MemoryFormat format) {
+  EMBER_CHECK(format != MemoryFormat::Preserve,
+              "Module::to: " << name() << ".to(memory format preserve) names no layout; use contiguous or channels_last");
+  auto one = [&](const Tensor& t) {
+    if (t.dim() != 4 || t.suggest_memory_format() == format) return;
+    Tensor converted;
+    {
+      NoGradGuard no_grad;
+      converted = t.detach().to(format);
+    }
+    replace_data(t, converted);
+  };
+  for (const Tensor& p : parameters()) one(p);
+  for (const Tensor& b : buffers()) one(b);
 }
 
 void Module::zero_grad(bool set_to_none) {

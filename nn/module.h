@@ -123,6 +123,12 @@ class Module : public std::enable_shared_from_this<Module> {
   void to(Device device);
   void to(DType dtype);
   void to(Device device, DType dtype);
+  // Lays out every 4-D parameter and buffer (and its grad) in format
+  // (Contiguous or ChannelsLast), in place as to(device) does; tensors of
+  // other ranks stay as they are. With ChannelsLast weights, a convolution
+  // computes in channels-last (cuDNN's tensor-core layout), and batch norm,
+  // pooling and the elementwise ops keep that layout.
+  void to(MemoryFormat format);
 
   // Drops every parameter's grad (set_to_none), or zeroes it in place.
   void zero_grad(bool set_to_none = true);

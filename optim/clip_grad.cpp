@@ -6,6 +6,7 @@
 #include <map>
 
 #include "core/grad_mode.h"
+#include "core/memory_format.h"
 #include "core/ops.h"
 #include "core/ops/optimizer_kernels.h"
 
@@ -43,13 +44,13 @@ Tensor clip_grad_norm_(const TensorList& params, double max_norm, double norm_ty
     }
     return fused;
   };
-  // Strided gradients are reduced from a dense copy (and scaled through
-  // copy_ below).
+  // Gradients that are not one dense block are reduced from a contiguous
+  // copy (and scaled through copy_ below).
   std::map<DType, TensorList> dense;
   TensorList totals;  // per dtype: sum of |g|^p (or max |g|), in result_dtype
   for (const auto& [dtype, grads] : by_dtype) {
     TensorList& d = dense[dtype];
-    for (const Tensor& g : grads) d.push_back(g.contiguous());
+    for (const Tensor& g : grads) d.push_back(dense_block(g));
     std::vector<FusedTensor> fused = fused_list(d);
     const int64_t chunks = count_chunks(fused.data(), int64_t(fused.size()));
     Tensor partials = zeros({std::max<int64_t>(chunks, 1)}, optim_state_dtype(dtype), device);

@@ -10,6 +10,7 @@
 #include "core/autocast_state.h"
 #include "core/cuda/graph.h"
 #include "core/grad_mode.h"
+#include "core/memory_format.h"
 #include "core/ops.h"
 #include "core/ops/op_utils.h"
 
@@ -126,9 +127,10 @@ void Optimizer::step_impl(const GradScaling* scaling) {
       EMBER_CHECK(grad.shape() == p.shape() && grad.dtype() == p.dtype() && grad.device() == p.device(),
                   name_ << ".step: the grad of parameter " << i << " (" << describe(p) << ") is " << describe(grad)
                         << "; it must match the parameter");
-      EMBER_CHECK(p.is_contiguous(), name_ << ".step: parameter " << i << " (" << describe(p) << ", strides "
-                                           << shape_str(p.strides())
-                                           << ") is not contiguous; fused optimizer steps need dense parameters");
+      EMBER_CHECK(p.is_non_overlapping_and_dense(),
+                  name_ << ".step: parameter " << i << " (" << describe(p) << ", strides " << shape_str(p.strides())
+                        << ") is not one dense block of memory; fused optimizer steps need dense parameters "
+                           "(contiguous, channels-last or any other order of the dims)");
     }
   }
   for (const ParamGroup& g : groups_) {
@@ -159,7 +161,7 @@ std::map<std::string, Tensor>& Optimizer::init_state(const Tensor& param, const 
   }
   if (uses_step(options) && !st.count("step")) st["step"] = zeros({}, DType::Int64, param.device());
   for (const std::string& name : buffers) {
-    if (!st.count(name)) st[name] = zeros(param.shape(), optim_state_dtype(param.dtype()), param.device());
+    if (!st.count(name)) st[name] = zeros_like(param).to(optim_state_dtype(param.dtype()));
   }
   return st;
 }
@@ -177,7 +179,7 @@ void Optimizer::step_bucket(const ParamGroup& group, const std::vector<size_t>& 
   const std::vector<std::string> buffers = buffer_names(group.options);
   const bool with_step = uses_step(group.options);
   std::vector<FusedTensor> fused;
-  TensorList grads;  // keeps contiguous copies of strided grads alive
+  TensorList grads;  // keeps copies of grads laid out otherwise than their params alive
   std::vector<std::map<std::string, Tensor>*> states;
   // Autocast's kept casts of the params, rewritten by the step itself
   // (of one dtype per step: the first one's).
@@ -185,7 +187,9 @@ void Optimizer::step_bucket(const ParamGroup& group, const std::vector<size_t>& 
   std::optional<DType> low_dtype;
   for (size_t i : members) {
     const Tensor& p = group.params[i];
-    Tensor g = p.grad().contiguous();
+    // The step walks param, grad and state as flat arrays: one layout for all.
+    Tensor g = p.grad();
+    if (!same_layout(p.sizes(), g.strides(), p.strides()) || !g.is_non_overlapping_and_dense()) g = copy_like(g, p);
     grads.push_back(g);
     std::map<std::string, Tensor>& st = init_state(p, group.options);
     states.push_back(&st);
@@ -313,7 +317,7 @@ void Optimizer::load_state_dict(const OptimizerStateDict& sd) {
         EMBER_CHECK(t.shape() == p.shape(), name_ << ".load_state_dict: state \"" << name << "\" of parameter "
                                                   << index << " is " << describe(t) << ", but the parameter is "
                                                   << describe(p));
-        converted[name] = detached_copy(t, p.device(), optim_state_dtype(p.dtype()));
+        converted[name] = copy_like(t.to(p.device(), optim_state_dtype(p.dtype())), p);
       }
     }
     EMBER_CHECK(converted.empty() || converted.count("step"),

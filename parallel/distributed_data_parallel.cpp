@@ -197,10 +197,11 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
                                                             << " has no parameter that requires grad, so there is "
                                                                "nothing to synchronize; DDP is not needed for it");
   for (size_t i = 0; i < trained.size(); ++i) {
-    EMBER_CHECK(trained[i].is_contiguous(),
+    EMBER_CHECK(trained[i].is_non_overlapping_and_dense(),
                 "DistributedDataParallel: parameter '" << names[i] << "' (" << describe(trained[i]) << ", strides "
                                                        << shape_str(trained[i].strides())
-                                                       << ") is not contiguous; DDP needs contiguous parameters");
+                                                       << ") is not one dense block of memory; DDP needs dense "
+                                                          "parameters (contiguous or channels-last)");
   }
 
   verify_same_model(*group_, *module_, first->second);

@@ -111,10 +111,11 @@ Reducer::Reducer(TensorList params, std::vector<std::string> names, std::shared_
     const Tensor& p = params_[i];
     EMBER_CHECK(p.defined() && p.is_leaf() && p.requires_grad(),
                 "Reducer: parameter '" << names_[i] << "' must be a leaf that requires grad");
-    EMBER_CHECK(p.is_contiguous(), "DistributedDataParallel: parameter '"
-                                       << names_[i] << "' (" << describe(p) << ", strides " << shape_str(p.strides())
-                                       << ") is not contiguous; gradients are views of flat buckets, so parameters "
-                                          "must be contiguous (register p.contiguous())");
+    EMBER_CHECK(p.is_non_overlapping_and_dense(),
+                "DistributedDataParallel: parameter '"
+                    << names_[i] << "' (" << describe(p) << ", strides " << shape_str(p.strides())
+                    << ") is not one dense block of memory; gradients are views of flat buckets laid out as their "
+                       "parameters, so parameters must be dense (contiguous or channels-last)");
     EMBER_CHECK(p.device() == params_[0].device(),
                 "DistributedDataParallel: parameter '" << names_[i] << "' is on " << p.device() << " but '"
                                                        << names_[0] << "' is on " << params_[0].device()
@@ -149,7 +150,9 @@ void Reducer::build_buckets(const std::vector<size_t>& order) {
     bucket.buffer = zeros({total}, first.dtype(), first.device());
     for (size_t k = 0; k < bucket.params.size(); ++k) {
       Tensor p = params_[bucket.params[k]];
-      Tensor view = bucket.buffer.narrow(0, bucket.offsets[k], p.numel()).view(p.shape());
+      // Laid out as the parameter (channels-last weights too), so the
+      // gradient the engine accumulates is the view itself.
+      Tensor view = bucket.buffer.as_strided(p.shape(), p.strides(), bucket.offsets[k]);
       bucket.views.push_back(view);
       slots_[bucket.params[k]] = Slot{b, k};
       // Gradients already there (a rebuild, or grads made before wrapping)

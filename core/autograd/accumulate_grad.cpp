@@ -2,12 +2,13 @@
 // gradient is stored as is only when nothing else references it (so that a
 // later in-place accumulation cannot write into another tensor), and later
 // ones are added in place so that grad() keeps its storage (DDP's buckets
-// rely on that).
+// rely on that). The first gradient is laid out as the leaf.
 #include "core/autograd/accumulate_grad.h"
 
 #include <limits>
 
 #include "core/grad_mode.h"
+#include "core/memory_format.h"
 #include "core/ops.h"
 
 namespace ember::autograd {
@@ -35,9 +36,13 @@ TensorList AccumulateGrad::apply(TensorList&& grads) {
   if (!grad.defined()) return {};
   AutogradMeta& m = *leaf.impl()->autograd;
   if (!m.grad.defined()) {
-    bool sole_owner = grad.impl_ptr().use_count() == 1 && grad.storage().use_count() == 1 && grad.is_contiguous();
+    // grad() is laid out as the leaf (a channels-last weight has a
+    // channels-last gradient, which the fused optimizers walk alongside it).
+    const Shape layout = preserved_strides(leaf);
+    bool sole_owner = grad.impl_ptr().use_count() == 1 && grad.storage().use_count() == 1 &&
+                      grad.is_non_overlapping_and_dense() && same_layout(grad.sizes(), grad.strides(), layout);
     if (GradMode::is_enabled()) m.grad = grad.clone();  // create_graph: keep the history
-    else m.grad = sole_owner ? grad : grad.clone();
+    else m.grad = sole_owner ? grad : copy_like(grad, leaf);
   } else if (GradMode::is_enabled()) {
     m.grad = m.grad + grad;  // create_graph: out of place, so the history is recorded
   } else {

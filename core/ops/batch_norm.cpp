@@ -8,7 +8,8 @@
 // parameters and statistics is normalized by the kernels in float32 as it
 // is (no cast of it or of its gradient): y and dx in its dtype, the
 // parameters' gradients in float32; the composed backward works on a
-// float32 copy of it.
+// float32 copy of it. A channels-last input gives a channels-last output
+// and input gradient.
 #include "core/autograd/function.h"
 #include "core/ops.h"
 #include "core/ops/batch_norm_kernels.h"
@@ -106,7 +107,10 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
                                               "an input of shape "
                                               << shape_str(input.shape()) << " (" << n * inner << " per channel)");
 
-  Tensor x = input.detach().contiguous();
+  // A channels-last input is normalized in its layout: as (N*H*W, C, 1).
+  const MemoryFormat format = input.suggest_memory_format();
+  const bool channels_last = format == MemoryFormat::ChannelsLast;
+  Tensor x = input.detach().contiguous(format);
   Tensor w = weight.defined() ? weight.detach().contiguous() : Tensor();
   Tensor b = bias.defined() ? bias.detach().contiguous() : Tensor();
   // The kernel updates the running statistics in place; a strided one is
@@ -115,15 +119,15 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
   Tensor rm = dense_stat(running_mean), rv = dense_stat(running_var);
   DType stats = batch_norm_stats_dtype(x.dtype());
   Tensor save_mean = empty({c}, stats, x.device()), save_invstd = empty({c}, stats, x.device());
-  Tensor y = empty(x.shape(), x.dtype(), x.device());
+  Tensor y = empty(x.shape(), x.dtype(), x.device(), format);
 
   BatchNormArgs a;
   a.device = x.device().index;
   a.dtype = x.dtype();
   a.param_dtype = param_dtype;
-  a.n = n;
+  a.n = channels_last ? n * inner : n;
   a.c = c;
-  a.inner = inner;
+  a.inner = channels_last ? 1 : inner;
   a.training = training;
   a.momentum = momentum;
   a.eps = eps;
@@ -164,9 +168,9 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
                                          training, eps);
         return TensorList{need_x ? d[0].to(in_dtype) : Tensor(), need_w ? d[1] : Tensor(), need_b ? d[2] : Tensor()};
       }
-      Tensor gy = g[0].contiguous(), xd = xv.detach().contiguous();
+      Tensor gy = g[0].contiguous(format), xd = xv.detach().contiguous(format);
       Tensor wd = wv.defined() ? wv.detach().contiguous() : Tensor();
-      Tensor dx = need_x ? empty(xd.shape(), xd.dtype(), xd.device()) : Tensor();
+      Tensor dx = need_x ? empty(xd.shape(), xd.dtype(), xd.device(), format) : Tensor();
       Tensor dw = need_w ? empty({c}, param_dtype, xd.device()) : Tensor();
       Tensor db = need_b ? empty({c}, param_dtype, xd.device()) : Tensor();
       BatchNormArgs ba = a;

@@ -95,10 +95,12 @@ void check_conv(const Tensor& x, const Tensor& w, const Tensor& b, const ConvPar
                                                                                           << "; convert with .to(dtype)");
 }
 
-ConvArgs make_args(const Shape& xs, const Shape& ws, const ConvParams& p, DType dtype, Device device) {
+ConvArgs make_args(const Shape& xs, const Shape& ws, const ConvParams& p, DType dtype, Device device,
+                   MemoryFormat format) {
   ConvArgs a;
   a.device = device.index;
   a.dtype = dtype;
+  a.channels_last = format == MemoryFormat::ChannelsLast;
   a.n = xs[0];
   a.c_in = xs[1];
   a.h = xs[2];
@@ -118,15 +120,23 @@ ConvArgs make_args(const Shape& xs, const Shape& ws, const ConvParams& p, DType 
   return a;
 }
 
-Tensor dense(const Tensor& t) { return t.defined() ? t.detach().contiguous() : Tensor(); }
+// PyTorch's rule: channels-last when the input or the weight is.
+MemoryFormat conv_format(const Tensor& x, const Tensor& w) {
+  const bool cl = x.suggest_memory_format() == MemoryFormat::ChannelsLast ||
+                  w.suggest_memory_format() == MemoryFormat::ChannelsLast;
+  return cl ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
+}
+
+Tensor dense(const Tensor& t, MemoryFormat format) { return t.defined() ? t.detach().contiguous(format) : Tensor(); }
 
 // The weight and bias gradients from one kernel call, recording nothing;
 // either may be skipped (x is only read, and may be undefined, without want_w).
 std::pair<Tensor, Tensor> weight_and_bias_grads(const Tensor& gy_in, const Tensor& x_in, const Shape& xs,
-                                                const Shape& ws, const ConvParams& p, bool want_w, bool want_b) {
-  Tensor gy = dense(gy_in), x = dense(x_in);
-  ConvArgs a = make_args(xs, ws, p, gy.dtype(), gy.device());
-  Tensor dw = want_w ? empty(ws, gy.dtype(), gy.device()) : Tensor();
+                                                const Shape& ws, const ConvParams& p, bool want_w, bool want_b,
+                                                MemoryFormat format) {
+  Tensor gy = dense(gy_in, format), x = dense(x_in, format);
+  ConvArgs a = make_args(xs, ws, p, gy.dtype(), gy.device(), format);
+  Tensor dw = want_w ? empty(ws, gy.dtype(), gy.device(), format) : Tensor();
   Tensor db = want_b ? empty({ws[0]}, gy.dtype(), gy.device()) : Tensor();
   if (a.n == 0) {
     if (want_w) dw.zero_();
@@ -142,12 +152,15 @@ std::pair<Tensor, Tensor> weight_and_bias_grads(const Tensor& gy_in, const Tenso
 }
 
 Tensor conv_forward(const Tensor& x, const Tensor& w, const Tensor& b, const ConvParams& p);
-Tensor conv_backward_weight(const Tensor& gy, const Tensor& x, const Shape& ws, const ConvParams& p);
+Tensor conv_backward_weight(const Tensor& gy, const Tensor& x, const Shape& ws, const ConvParams& p,
+                            MemoryFormat format);
 
-Tensor conv_backward_input(const Tensor& gy_in, const Tensor& w_in, const Shape& xs, const ConvParams& p) {
-  Tensor gy = dense(gy_in), w = dense(w_in);
-  ConvArgs a = make_args(xs, w.shape(), p, w.dtype(), w.device());
-  Tensor dx = empty(xs, w.dtype(), w.device());
+// The backward ops compute in the format of the forward they belong to.
+Tensor conv_backward_input(const Tensor& gy_in, const Tensor& w_in, const Shape& xs, const ConvParams& p,
+                           MemoryFormat format) {
+  Tensor gy = dense(gy_in, format), w = dense(w_in, format);
+  ConvArgs a = make_args(xs, w.shape(), p, w.dtype(), w.device(), format);
+  Tensor dx = empty(xs, w.dtype(), w.device(), format);
   if (a.n > 0) {
     a.weight = w.data_ptr();
     a.grad_output = gy.data_ptr();
@@ -161,15 +174,16 @@ Tensor conv_backward_input(const Tensor& gy_in, const Tensor& w_in, const Shape&
     record("Conv2dBackwardInputBackward", {&dx}, {gy_in, w_in}, [=](const TensorList& g) {
       const char* name = "Conv2dBackwardInputBackward";
       Tensor dgy = need_gy ? conv_forward(g[0], sw.unpack(name), {}, p) : Tensor();
-      Tensor dw = need_w ? conv_backward_weight(sgy.unpack(name), g[0], ws, p) : Tensor();
+      Tensor dw = need_w ? conv_backward_weight(sgy.unpack(name), g[0], ws, p, format) : Tensor();
       return TensorList{dgy, dw};
     });
   }
   return dx;
 }
 
-Tensor conv_backward_weight(const Tensor& gy, const Tensor& x, const Shape& ws, const ConvParams& p) {
-  Tensor dw = weight_and_bias_grads(gy, x, x.shape(), ws, p, true, false).first;
+Tensor conv_backward_weight(const Tensor& gy, const Tensor& x, const Shape& ws, const ConvParams& p,
+                            MemoryFormat format) {
+  Tensor dw = weight_and_bias_grads(gy, x, x.shape(), ws, p, true, false, format).first;
   if (needs_grad(gy, x)) {
     SavedTensor sgy(gy), sx(x);
     Shape xs = x.shape();
@@ -177,7 +191,7 @@ Tensor conv_backward_weight(const Tensor& gy, const Tensor& x, const Shape& ws, 
     record("Conv2dBackwardWeightBackward", {&dw}, {gy, x}, [=](const TensorList& g) {
       const char* name = "Conv2dBackwardWeightBackward";
       Tensor dgy = need_gy ? conv_forward(sx.unpack(name), g[0], {}, p) : Tensor();
-      Tensor dx = need_x ? conv_backward_input(sgy.unpack(name), g[0], xs, p) : Tensor();
+      Tensor dx = need_x ? conv_backward_input(sgy.unpack(name), g[0], xs, p, format) : Tensor();
       return TensorList{dgy, dx};
     });
   }
@@ -186,8 +200,9 @@ Tensor conv_backward_weight(const Tensor& gy, const Tensor& x, const Shape& ws, 
 
 // The bias gradient (the sum of gy over N, H, W) as an op: its own gradient
 // broadcasts back.
-Tensor conv_backward_bias(const Tensor& gy, const Shape& xs, const Shape& ws, const ConvParams& p) {
-  Tensor db = weight_and_bias_grads(gy, Tensor(), xs, ws, p, false, true).second;
+Tensor conv_backward_bias(const Tensor& gy, const Shape& xs, const Shape& ws, const ConvParams& p,
+                          MemoryFormat format) {
+  Tensor db = weight_and_bias_grads(gy, Tensor(), xs, ws, p, false, true, format).second;
   if (needs_grad(gy)) {
     Shape ys = gy.shape();
     record("Conv2dBackwardBiasBackward", {&db}, {gy},
@@ -197,9 +212,10 @@ Tensor conv_backward_bias(const Tensor& gy, const Shape& xs, const Shape& ws, co
 }
 
 Tensor conv_forward(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const ConvParams& p) {
-  Tensor x = dense(x_in), w = dense(w_in), b = dense(b_in);
-  ConvArgs a = make_args(x.shape(), w.shape(), p, x.dtype(), x.device());
-  Tensor y = empty({a.n, a.c_out, a.out_h, a.out_w}, x.dtype(), x.device());
+  const MemoryFormat format = conv_format(x_in, w_in);
+  Tensor x = dense(x_in, format), w = dense(w_in, format), b = dense(b_in, MemoryFormat::Contiguous);
+  ConvArgs a = make_args(x.shape(), w.shape(), p, x.dtype(), x.device(), format);
+  Tensor y = empty({a.n, a.c_out, a.out_h, a.out_w}, x.dtype(), x.device(), format);
   if (a.n > 0) {
     a.input = x.data_ptr();
     a.weight = w.data_ptr();
@@ -215,12 +231,13 @@ Tensor conv_forward(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, 
     record("Conv2dBackward", {&y}, {x_in, w_in, b_in}, [=](const TensorList& g) {
       const char* name = "Conv2dBackward";
       Tensor dx, dw, db;
-      if (need_x) dx = conv_backward_input(g[0], sw.unpack(name), xs, p);
+      if (need_x) dx = conv_backward_input(g[0], sw.unpack(name), xs, p, format);
       if (GradMode::is_enabled()) {  // create_graph: differentiable pieces
-        if (need_w) dw = conv_backward_weight(g[0], sx.unpack(name), ws, p);
-        if (need_b) db = conv_backward_bias(g[0], xs, ws, p);
+        if (need_w) dw = conv_backward_weight(g[0], sx.unpack(name), ws, p, format);
+        if (need_b) db = conv_backward_bias(g[0], xs, ws, p, format);
       } else if (need_w || need_b) {
-        std::tie(dw, db) = weight_and_bias_grads(g[0], need_w ? sx.unpack(name) : Tensor(), xs, ws, p, need_w, need_b);
+        std::tie(dw, db) =
+            weight_and_bias_grads(g[0], need_w ? sx.unpack(name) : Tensor(), xs, ws, p, need_w, need_b, format);
       }
       return TensorList{dx, dw, db};
     });

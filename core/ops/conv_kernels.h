@@ -1,7 +1,10 @@
-// Kernel signatures and stubs of 2-D convolution (NCHW).
+// Kernel signatures and stubs of 2-D convolution (NCHW or channels-last).
 //
 // Contract: the front-end (core/ops/conv.cpp) has checked every shape and
-// parameter and hands dense, contiguous NCHW arrays of one floating dtype:
+// parameter and hands dense arrays of one floating dtype, all contiguous
+// NCHW, or all channels-last when channels_last is set (input, output and
+// their gradients (N, H, W, C) in memory, weight and its gradient
+// (C_out, kH, kW, C_in / groups)):
 //   input        (n, c_in, h, w)
 //   weight       (c_out, c_in / groups, kernel_h, kernel_w)
 //   bias         (c_out) or null
@@ -45,6 +48,7 @@ struct ConvArgs {
   int64_t padding_h = 0, padding_w = 0;
   int64_t dilation_h = 1, dilation_w = 1;
   int64_t groups = 1;
+  bool channels_last = false;  // every array channels-last in memory (see above)
   const void* input = nullptr;
   const void* weight = nullptr;
   const void* bias = nullptr;

@@ -9,9 +9,11 @@ namespace ember {
 KernelStub<DropoutKernelFn> dropout_stub("dropout");
 
 namespace {
-Tensor apply_mask(const Tensor& in, const DropoutArgs& base) {
-  Tensor src = in.detach().contiguous();
-  Tensor out = empty(src.shape(), src.dtype(), src.device());
+// The mask is drawn in memory order, so the forward and the backward lay
+// their tensors out in one format (the input's suggested one).
+Tensor apply_mask(const Tensor& in, const DropoutArgs& base, MemoryFormat format) {
+  Tensor src = in.detach().contiguous(format);
+  Tensor out = empty(src.shape(), src.dtype(), src.device(), format);
   DropoutArgs a = base;
   a.n = src.numel();
   a.in = src.data_ptr();
@@ -34,11 +36,12 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   if (x.device().is_cuda()) a.offset_shift = cuda::detail::captured_random_shift(a.device, g, a.state, uint64_t(x.numel()));
   a.p = p;
   a.scale = 1.0 / (1.0 - p);
-  Tensor y = apply_mask(x, a);
+  const MemoryFormat format = x.suggest_memory_format();
+  Tensor y = apply_mask(x, a, format);
   if (autograd::needs_grad(x)) {
-    autograd::record("DropoutBackward", {&y}, {x}, [a](const TensorList& grads) {
+    autograd::record("DropoutBackward", {&y}, {x}, [a, format](const TensorList& grads) {
       EMBER_CHECK(!GradMode::is_enabled(), "dropout: double backward (create_graph=true) is not supported");
-      return TensorList{apply_mask(grads[0], a)};
+      return TensorList{apply_mask(grads[0], a, format)};
     });
   }
   return y;

@@ -42,7 +42,7 @@ Tensor convert(const Tensor& x, DType dtype, Device device) {
 
 Tensor unary_kernel_call(UnaryOp op, const char* name, const Tensor& x, DType compute) {
   Tensor in = convert(x, compute, x.device());
-  Tensor out = empty(x.shape(), compute, x.device());
+  Tensor out = empty_elementwise_output(x.shape(), compute, x.device(), {&in});
   unary_stub(x.device().type)(op, make_elementwise_args(name, out, {&in}), compute);
   return out;
 }
@@ -53,7 +53,7 @@ DType float_compute(const Tensor& x) { return is_floating(x.dtype()) ? x.dtype()
 Tensor binary_kernel_call(BinaryOp op, const char* name, const Tensor& a, const Tensor& b, DType compute) {
   Device dev = common_device(name, {&a, &b});
   Tensor ca = convert(a, compute, dev), cb = convert(b, compute, dev);
-  Tensor out = empty(broadcast_shapes(name, a.shape(), b.shape()), compute, dev);
+  Tensor out = empty_elementwise_output(broadcast_shapes(name, a.shape(), b.shape()), compute, dev, {&ca, &cb});
   binary_stub(dev.type)(op, make_elementwise_args(name, out, {&ca, &cb}), compute, {});
   return out;
 }
@@ -61,7 +61,7 @@ Tensor binary_kernel_call(BinaryOp op, const char* name, const Tensor& a, const 
 Tensor scalar_kernel_call(BinaryOp op, const char* name, const Tensor& a, const Scalar& s, ScalarOperand::Side side,
                           DType compute) {
   Tensor ca = convert(a, compute, a.device());
-  Tensor out = empty(a.shape(), compute, a.device());
+  Tensor out = empty_elementwise_output(a.shape(), compute, a.device(), {&ca});
   binary_stub(a.device().type)(op, make_elementwise_args(name, out, {&ca}), compute, {side, s});
   return out;
 }
@@ -394,14 +394,14 @@ Tensor compare_call(CompareOp op, const char* name, const Tensor& a, const Tenso
   Device dev = common_device(name, {&a, &b});
   DType compute = result_type(a, b);
   Tensor ca = convert(a, compute, dev), cb = convert(b, compute, dev);
-  Tensor out = empty(broadcast_shapes(name, a.shape(), b.shape()), DType::Bool, dev);
+  Tensor out = empty_elementwise_output(broadcast_shapes(name, a.shape(), b.shape()), DType::Bool, dev, {&ca, &cb});
   compare_stub(dev.type)(op, make_elementwise_args(name, out, {&ca, &cb}), compute, {});
   return out;
 }
 Tensor compare_call(CompareOp op, const char* name, const Tensor& a, const Scalar& s) {
   DType compute = promote_with_scalar(a.dtype(), s);
   Tensor ca = convert(a, compute, a.device());
-  Tensor out = empty(a.shape(), DType::Bool, a.device());
+  Tensor out = empty_elementwise_output(a.shape(), DType::Bool, a.device(), {&ca});
   compare_stub(a.device().type)(op, make_elementwise_args(name, out, {&ca}), compute, {ScalarOperand::Side::Rhs, s});
   return out;
 }
@@ -428,7 +428,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   DType compute = result_type(a, b);
   Shape shape = broadcast_shapes("where", cond.shape(), broadcast_shapes("where", a.shape(), b.shape()));
   Tensor cc = convert(cond, DType::Bool, dev), ca = convert(a, compute, dev), cb = convert(b, compute, dev);
-  Tensor out = empty(shape, compute, dev);
+  Tensor out = empty_elementwise_output(shape, compute, dev, {&ca, &cb, &cc});
   where_stub(dev.type)(make_elementwise_args("where", out, {&cc, &ca, &cb}), compute);
   if (needs_grad(a, b)) {
     Tensor c = cond.detach();

@@ -2,6 +2,9 @@
 #include "core/ops/elementwise_args.h"
 
 #include <algorithm>
+#include <numeric>
+
+#include "core/memory_format.h"
 
 namespace ember {
 
@@ -17,6 +20,16 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
     out[i] = da == 1 ? db : da;
   }
   return out;
+}
+
+Tensor empty_elementwise_output(const Shape& shape, DType dtype, Device device,
+                                std::initializer_list<const Tensor*> inputs) {
+  for (const Tensor* t : inputs) {
+    if (t->shape() != shape) continue;
+    if (t->is_contiguous()) break;
+    if (t->is_non_overlapping_and_dense()) return empty_strided(shape, t->strides(), dtype, device);
+  }
+  return empty(shape, dtype, device);
 }
 
 ElementwiseArgs make_elementwise_args(const char* op, const Tensor& out, std::initializer_list<const Tensor*> inputs) {
@@ -66,6 +79,30 @@ ElementwiseArgs make_elementwise_args(const char* op, const Tensor& out, std::in
     for (int o = 0; o < args.noperands; ++o) strides[o][n] = strides[o][d];
     ++n;
   }
+  // The output's memory order, outermost dim first (a stable sort: dims of
+  // equal strides keep their order). Left alone when some output stride is
+  // 0 (the index kernels iterate such outputs) or already row-major.
+  bool reorder = false;
+  for (int d = 0; d < n; ++d) {
+    if (strides[0][d] == 0) {
+      reorder = false;
+      break;
+    }
+    if (d > 0 && strides[0][d] > strides[0][d - 1]) reorder = true;
+  }
+  if (reorder) {
+    int order[kMaxDims];
+    std::iota(order, order + n, 0);
+    std::stable_sort(order, order + n, [&](int a, int b) { return strides[0][a] > strides[0][b]; });
+    int64_t permuted[kMaxDims];
+    for (int d = 0; d < n; ++d) permuted[d] = sizes[order[d]];
+    std::copy(permuted, permuted + n, sizes);
+    for (int o = 0; o < args.noperands; ++o) {
+      for (int d = 0; d < n; ++d) permuted[d] = strides[o][order[d]];
+      std::copy(permuted, permuted + n, strides[o]);
+    }
+  }
+
   int m = 0;  // coalesced dims written so far
   for (int d = 0; d < n; ++d) {
     if (m > 0) {

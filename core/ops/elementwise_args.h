@@ -5,6 +5,9 @@
 // broadcast to the output's shape (broadcast dims have stride 0). Strides
 // are in elements. Dims are coalesced where the memory layout of every
 // operand allows, so a contiguous op has ndim == 1 and `contiguous` set,
+// after the dims are put in the output's memory order (outermost first)
+// when its strides are all nonzero and not already in row-major order, so
+// that an op on channels-last tensors is as flat as a contiguous one;
 // which kernels use for a flat (vectorized) fast path. The struct is plain
 // data so it can be passed by value to a CUDA kernel.
 #pragma once
@@ -33,6 +36,13 @@ struct ElementwiseArgs {
 // out.shape(), coalesces dims. `op` names the caller in errors (too many
 // dims, an input that does not broadcast to the output).
 ElementwiseArgs make_elementwise_args(const char* op, const Tensor& out, std::initializer_list<const Tensor*> inputs);
+
+// The uninitialized output of an elementwise op of `shape`: laid out as the
+// first input of that shape whose layout is dense and non-overlapping (so a
+// channels-last input gives a channels-last output, as in PyTorch), else
+// contiguous.
+Tensor empty_elementwise_output(const Shape& shape, DType dtype, Device device,
+                                std::initializer_list<const Tensor*> inputs);
 
 // The shape a and b broadcast to; an ember::Error naming op and both shapes
 // if they do not.

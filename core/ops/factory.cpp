@@ -6,23 +6,30 @@
 #include <type_traits>
 
 #include "core/cuda/graph.h"
+#include "core/memory_format.h"
 #include "core/ops.h"
 #include "core/ops/elementwise_kernels.h"
 #include "core/philox.h"
 
 namespace ember {
 
-Tensor full(const Shape& shape, const Scalar& value, DType dtype, Device device) {
-  Tensor t = empty(shape, dtype, device);
-  fill_stub(device.type)(make_elementwise_args("full", t, {}), dtype, value);
+namespace {
+Tensor filled(Tensor t, const Scalar& value) {
+  fill_stub(t.device().type)(make_elementwise_args("full", t, {}), t.dtype(), value);
   return t;
+}
+}  // namespace
+
+Tensor full(const Shape& shape, const Scalar& value, DType dtype, Device device) {
+  return filled(empty(shape, dtype, device), value);
 }
 Tensor zeros(const Shape& shape, DType dtype, Device device) { return full(shape, 0, dtype, device); }
 Tensor ones(const Shape& shape, DType dtype, Device device) { return full(shape, 1, dtype, device); }
-Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype(), t.device()); }
-Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.dtype(), t.device()); }
-Tensor empty_like(const Tensor& t) { return empty(t.shape(), t.dtype(), t.device()); }
-Tensor full_like(const Tensor& t, const Scalar& value) { return full(t.shape(), value, t.dtype(), t.device()); }
+// The *_like factories keep t's layout (MemoryFormat::Preserve).
+Tensor empty_like(const Tensor& t) { return empty_strided(t.shape(), preserved_strides(t), t.dtype(), t.device()); }
+Tensor zeros_like(const Tensor& t) { return filled(empty_like(t), 0); }
+Tensor ones_like(const Tensor& t) { return filled(empty_like(t), 1); }
+Tensor full_like(const Tensor& t, const Scalar& value) { return filled(empty_like(t), value); }
 
 Tensor arange(const Scalar& end, DType dtype, Device device) { return arange(0, end, 1, dtype, device); }
 
@@ -61,11 +68,12 @@ void check_random_not_captured(Device device, const char* op) {
   }
 }
 
-Tensor random_fill(const Shape& shape, DType dtype, Device device, Generator* gen, RandomKind kind, double a,
-                   double b, const char* op) {
+// Fills t (uninitialized) with random numbers, in its memory order.
+Tensor random_fill(Tensor t, Generator* gen, RandomKind kind, double a, double b, const char* op) {
+  const DType dtype = t.dtype();
+  const Device device = t.device();
   EMBER_CHECK(is_floating(dtype), op << ": expected a floating dtype, got " << dtype_name(dtype));
   check_random_not_captured(device, op);
-  Tensor t = empty(shape, dtype, device);
   Generator& g = gen ? *gen : default_generator(device);
   GeneratorState st = g.reserve(uint64_t(t.numel()));
   random_stub(device.type)(make_elementwise_args(op, t, {}), dtype, kind, st, a, b);
@@ -74,13 +82,17 @@ Tensor random_fill(const Shape& shape, DType dtype, Device device, Generator* ge
 }  // namespace
 
 Tensor rand(const Shape& shape, DType dtype, Device device, Generator* gen) {
-  return random_fill(shape, dtype, device, gen, RandomKind::Uniform, 0.0, 1.0, "rand");
+  return random_fill(empty(shape, dtype, device), gen, RandomKind::Uniform, 0.0, 1.0, "rand");
 }
 Tensor randn(const Shape& shape, DType dtype, Device device, Generator* gen) {
-  return random_fill(shape, dtype, device, gen, RandomKind::Normal, 0.0, 1.0, "randn");
+  return random_fill(empty(shape, dtype, device), gen, RandomKind::Normal, 0.0, 1.0, "randn");
 }
-Tensor rand_like(const Tensor& t, Generator* gen) { return rand(t.shape(), t.dtype(), t.device(), gen); }
-Tensor randn_like(const Tensor& t, Generator* gen) { return randn(t.shape(), t.dtype(), t.device(), gen); }
+Tensor rand_like(const Tensor& t, Generator* gen) {
+  return random_fill(empty_like(t), gen, RandomKind::Uniform, 0.0, 1.0, "rand_like");
+}
+Tensor randn_like(const Tensor& t, Generator* gen) {
+  return random_fill(empty_like(t), gen, RandomKind::Normal, 0.0, 1.0, "randn_like");
+}
 
 Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype, Device device, Generator* gen) {
   EMBER_CHECK(high > low, "randint: high (" << high << ") must be greater than low (" << low << ")");

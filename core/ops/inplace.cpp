@@ -85,8 +85,13 @@ Tensor& Tensor::copy_(const Tensor& src_in) {
     // Across devices: make a dense copy in the destination dtype on the
     // source side, move the bytes, then scatter into this tensor's layout.
     NoGradGuard no_grad;
-    Tensor dense = src.to(dtype()).expand(shape()).contiguous();
-    bool direct = is_contiguous();
+    // A dense destination with the source's strides (a channels-last copy,
+    // say) takes the bytes as they are.
+    Tensor converted = src.to(dtype());
+    const bool same_layout =
+        converted.shape() == shape() && converted.strides() == strides() && is_non_overlapping_and_dense();
+    Tensor dense = same_layout ? converted : converted.expand(shape()).contiguous();
+    bool direct = same_layout || is_contiguous();
     Tensor landing = direct ? *this : empty(shape(), dtype(), device());
     cross_device_copy_stub(DeviceType::CUDA)(landing.data_ptr(), device(), dense.data_ptr(), dense.device(),
                                              size_t(numel()) * element_size());

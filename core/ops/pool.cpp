@@ -104,11 +104,13 @@ void window_shape(const Tensor& x, PoolParams& p, bool ceil_mode) {
                  << p.out[0] << " x " << p.out[1] << ", which is too small; use a smaller kernel or more padding");
 }
 
-PoolArgs make_args(const Shape& xs, const PoolParams& p, DType dtype, Device device) {
+PoolArgs make_args(const Shape& xs, const PoolParams& p, DType dtype, Device device, MemoryFormat format) {
   PoolArgs a;
   a.device = device.index;
   a.dtype = dtype;
   a.planes = xs[0] * xs[1];
+  a.channels = xs[1];
+  a.channels_last = format == MemoryFormat::ChannelsLast;
   a.h = xs[2];
   a.w = xs[3];
   a.out_h = p.out[0];
@@ -129,11 +131,13 @@ Shape out_shape(const Shape& xs, const PoolParams& p) { return {xs[0], xs[1], p.
 
 Tensor pool_forward(const Tensor& x, const PoolParams& p);
 
-// The gradient of the input (shape xs) from gy; indices only for Max.
-Tensor pool_backward(const Tensor& gy_in, const Shape& xs, const PoolParams& p, const Tensor& indices) {
-  Tensor gy = gy_in.detach().contiguous();
-  Tensor dx = empty(xs, gy.dtype(), gy.device());
-  PoolArgs a = make_args(xs, p, gy.dtype(), gy.device());
+// The gradient of the input (shape xs) from gy; indices only for Max. The
+// forward's format lays out gy, indices and the result.
+Tensor pool_backward(const Tensor& gy_in, const Shape& xs, const PoolParams& p, const Tensor& indices,
+                     MemoryFormat format) {
+  Tensor gy = gy_in.detach().contiguous(format);
+  Tensor dx = empty(xs, gy.dtype(), gy.device(), format);
+  PoolArgs a = make_args(xs, p, gy.dtype(), gy.device(), format);
   if (a.planes > 0) {
     a.grad_output = gy.data_ptr();
     a.grad_input = dx.data_ptr();
@@ -152,12 +156,14 @@ Tensor pool_backward(const Tensor& gy_in, const Shape& xs, const PoolParams& p, 
   return dx;
 }
 
+// A channels-last input is pooled in its layout, into a channels-last output.
 Tensor pool_forward(const Tensor& x_in, const PoolParams& p) {
-  Tensor x = x_in.detach().contiguous();
+  const MemoryFormat format = x_in.suggest_memory_format();
+  Tensor x = x_in.detach().contiguous(format);
   Shape ys = out_shape(x.shape(), p);
-  Tensor y = empty(ys, x.dtype(), x.device());
-  Tensor indices = p.op == PoolOp::Max ? empty(ys, DType::Int64, x.device()) : Tensor();
-  PoolArgs a = make_args(x.shape(), p, x.dtype(), x.device());
+  Tensor y = empty(ys, x.dtype(), x.device(), format);
+  Tensor indices = p.op == PoolOp::Max ? empty(ys, DType::Int64, x.device(), format) : Tensor();
+  PoolArgs a = make_args(x.shape(), p, x.dtype(), x.device(), format);
   if (a.planes > 0) {
     a.input = x.data_ptr();
     a.output = y.data_ptr();
@@ -167,7 +173,7 @@ Tensor pool_forward(const Tensor& x_in, const PoolParams& p) {
   if (needs_grad(x_in)) {
     Shape xs = x.shape();
     record(backward_name(p.op), {&y}, {x_in},
-           [=](const TensorList& g) { return TensorList{pool_backward(g[0], xs, p, indices)}; });
+           [=](const TensorList& g) { return TensorList{pool_backward(g[0], xs, p, indices, format)}; });
   }
   return y;
 }

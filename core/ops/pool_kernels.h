@@ -4,7 +4,9 @@
 // Contract: the front-end (core/ops/pool.cpp) has checked the parameters and
 // hands dense arrays of one floating dtype: input (planes, h, w) with
 // planes = N * C, output and indices (planes, out_h, out_w), out_h, out_w
-// >= 1, planes >= 1. Window of output (oy, ox), rows (columns alike):
+// >= 1, planes >= 1; all NCHW, or all channels-last (N, H, W, C in memory)
+// when channels_last is set (kernels/pool_layout.h says where each plane
+// lies). Window of output (oy, ox), rows (columns alike):
 //   Max          rows oy * stride_h - padding_h + i * dilation_h, i < kernel_h,
 //                those inside [0, h). output = the largest value; indices
 //                (int64) = its position iy * w + ix in the plane: the first
@@ -37,6 +39,8 @@ struct PoolArgs {
   int device = 0;
   DType dtype = DType::Float32;
   int64_t planes = 0, h = 0, w = 0, out_h = 0, out_w = 0;
+  int64_t channels = 1;        // C: planes / N
+  bool channels_last = false;  // every array (N, H, W, C) in memory
   int64_t kernel_h = 1, kernel_w = 1;
   int64_t stride_h = 1, stride_w = 1;
   int64_t padding_h = 0, padding_w = 0;

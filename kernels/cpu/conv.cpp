@@ -13,7 +13,9 @@
 // needs no im2col: the image itself is the column matrix.
 // Arithmetic is in S (double for float64, float otherwise); float16 and
 // bfloat16 data is widened into S buffers first and each result is rounded
-// once, so sums over images and taps never round in between.
+// once, so sums over images and taps never round in between. Channels-last
+// arrays are reordered into NCHW buffers on the way in and back on the way
+// out (correct, not fast: the fast channels-last path is cuDNN's).
 #include <algorithm>
 #include <type_traits>
 #include <vector>
@@ -28,19 +30,36 @@ namespace {
 template <typename T>
 using compute_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
-// n elements of T read as S: the memory itself when T is S, else a widened copy.
+// The dims of one of the kernels' 4-D arrays (N, C, H, W order) and whether
+// it lies channels-last (N, H, W, C) in memory.
+struct Array4 {
+  int64_t n, c, h, w;
+  bool channels_last;
+  int64_t numel() const { return n * c * h * w; }
+  // The memory index of the element at NCHW index i.
+  int64_t at(int64_t i) const {
+    if (!channels_last) return i;
+    const int64_t x = i % w, y = i / w % h, ch = i / (w * h) % c, b = i / (w * h * c);
+    return ((b * h + y) * w + x) * c + ch;
+  }
+};
+
+// An array of T read as NCHW S: the memory itself when T is S and the
+// array is NCHW, else a widened (and reordered) copy.
 template <typename S, typename T>
 class Input {
  public:
-  Input(const void* p, int64_t n) {
+  Input(const void* p, const Array4& dims) {
+    const T* src = static_cast<const T*>(p);
     if constexpr (std::is_same_v<S, T>) {
-      ptr_ = static_cast<const S*>(p);
-    } else {
-      copy_.resize(size_t(n));
-      const T* src = static_cast<const T*>(p);
-      for (int64_t i = 0; i < n; ++i) copy_[size_t(i)] = S(acc_t<T>(src[i]));
-      ptr_ = copy_.data();
+      if (!dims.channels_last) {
+        ptr_ = src;
+        return;
+      }
     }
+    copy_.resize(size_t(dims.numel()));
+    for (int64_t i = 0; i < dims.numel(); ++i) copy_[size_t(i)] = S(acc_t<T>(src[dims.at(i)]));
+    ptr_ = copy_.data();
   }
   const S* get() const { return ptr_; }
 
@@ -49,32 +68,42 @@ class Input {
   const S* ptr_ = nullptr;
 };
 
-// n elements of T written as S: the memory itself when T is S, else a
-// buffer rounded into the memory by store().
+// An array of T written as NCHW S: the memory itself when T is S and the
+// array is NCHW, else a buffer rounded (and reordered) into the memory by
+// store().
 template <typename S, typename T>
 class Output {
  public:
-  Output(void* p, int64_t n) : dst_(static_cast<T*>(p)), n_(n) {
+  Output(void* p, const Array4& dims) : dst_(static_cast<T*>(p)), dims_(dims) {
     if constexpr (std::is_same_v<S, T>) {
-      ptr_ = dst_;
-    } else {
-      copy_.resize(size_t(n));
-      ptr_ = copy_.data();
+      if (!dims.channels_last) {
+        ptr_ = dst_;
+        return;
+      }
     }
+    copy_.resize(size_t(dims.numel()));
+    ptr_ = copy_.data();
   }
   S* get() const { return ptr_; }
   void store() {
-    if constexpr (!std::is_same_v<S, T>) {
-      for (int64_t i = 0; i < n_; ++i) dst_[i] = T(acc_t<T>(copy_[size_t(i)]));
-    }
+    if (copy_.empty()) return;
+    for (int64_t i = 0; i < dims_.numel(); ++i) dst_[dims_.at(i)] = T(acc_t<T>(copy_[size_t(i)]));
   }
 
  private:
   T* dst_;
-  int64_t n_;
+  Array4 dims_;
   std::vector<S> copy_;
   S* ptr_ = nullptr;
 };
+
+// The arrays of a call: input, weight and output sides.
+Array4 input_dims(const ConvArgs& a) { return {a.n, a.c_in, a.h, a.w, a.channels_last}; }
+Array4 weight_dims(const ConvArgs& a) {
+  return {a.c_out, a.c_in / a.groups, a.kernel_h, a.kernel_w, a.channels_last};
+}
+Array4 output_dims(const ConvArgs& a) { return {a.n, a.c_out, a.out_h, a.out_w, a.channels_last}; }
+Array4 bias_dims(const ConvArgs& a) { return {1, a.c_out, 1, 1, false}; }
 
 bool is_pointwise(const ConvArgs& a) {
   return a.kernel_h == 1 && a.kernel_w == 1 && a.stride_h == 1 && a.stride_w == 1 && a.padding_h == 0 &&
@@ -155,8 +184,8 @@ template <typename T>
 void forward(const ConvArgs& a) {
   using S = compute_t<T>;
   const Dims d(a);
-  Input<S, T> x(a.input, a.n * a.c_in * d.hw), w(a.weight, a.c_out * d.k);
-  Output<S, T> y(a.output, a.n * a.c_out * d.ohw);
+  Input<S, T> x(a.input, input_dims(a)), w(a.weight, weight_dims(a));
+  Output<S, T> y(a.output, output_dims(a));
   const bool pointwise = is_pointwise(a);
   std::vector<S> col(pointwise ? 0 : size_t(a.groups * d.k * d.ohw));
   for (int64_t b = 0; b < a.n; ++b) {
@@ -180,7 +209,7 @@ void forward(const ConvArgs& a) {
     gemm_stub(DeviceType::CPU)(g);
   }
   if (a.bias) {
-    Input<S, T> bias(a.bias, a.c_out);
+    Input<S, T> bias(a.bias, bias_dims(a));
     for (int64_t b = 0; b < a.n; ++b) {
       for (int64_t o = 0; o < a.c_out; ++o) {
         S* out = y.get() + (b * a.c_out + o) * d.ohw;
@@ -195,8 +224,8 @@ template <typename T>
 void backward_input(const ConvArgs& a) {
   using S = compute_t<T>;
   const Dims d(a);
-  Input<S, T> gy(a.grad_output, a.n * a.c_out * d.ohw), w(a.weight, a.c_out * d.k);
-  Output<S, T> gx(a.grad_input, a.n * a.c_in * d.hw);
+  Input<S, T> gy(a.grad_output, output_dims(a)), w(a.weight, weight_dims(a));
+  Output<S, T> gx(a.grad_input, input_dims(a));
   const bool pointwise = is_pointwise(a);
   std::vector<S> col(pointwise ? 0 : size_t(a.groups * d.k * d.ohw));
   for (int64_t b = 0; b < a.n; ++b) {
@@ -230,10 +259,10 @@ template <typename T>
 void backward_weight(const ConvArgs& a) {
   using S = compute_t<T>;
   const Dims d(a);
-  Input<S, T> gy(a.grad_output, a.n * a.c_out * d.ohw);
+  Input<S, T> gy(a.grad_output, output_dims(a));
   if (a.grad_weight) {
-    Input<S, T> x(a.input, a.n * a.c_in * d.hw);
-    Output<S, T> gw(a.grad_weight, a.c_out * d.k);
+    Input<S, T> x(a.input, input_dims(a));
+    Output<S, T> gw(a.grad_weight, weight_dims(a));
     const bool pointwise = is_pointwise(a);
     std::vector<S> col(pointwise ? 0 : size_t(a.groups * d.k * d.ohw));
     for (int64_t b = 0; b < a.n; ++b) {
@@ -261,7 +290,7 @@ void backward_weight(const ConvArgs& a) {
     gw.store();
   }
   if (a.grad_bias) {
-    Output<S, T> gb(a.grad_bias, a.c_out);
+    Output<S, T> gb(a.grad_bias, bias_dims(a));
     for (int64_t o = 0; o < a.c_out; ++o) {
       S total = 0;
       for (int64_t b = 0; b < a.n; ++b) {

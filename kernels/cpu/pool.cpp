@@ -1,6 +1,7 @@
 // CPU pooling kernels (contract in core/ops/pool_kernels.h). Forward visits
 // each output's window; backward scatters each output's gradient onto its
-// window in an acc_t buffer per plane, rounded once into grad_input.
+// window in an acc_t buffer per plane, rounded once into grad_input. Planes
+// are addressed through kernels/pool_layout.h, NCHW or channels-last.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -8,6 +9,7 @@
 
 #include "core/ops/pool_kernels.h"
 #include "kernels/acc_type.h"
+#include "kernels/pool_layout.h"
 
 namespace ember::cpu {
 namespace {
@@ -36,6 +38,8 @@ AvgWindow adaptive_window(const PoolArgs& a, int64_t oy, int64_t ox) {
   return {y0, y1, x0, x1, (y1 - y0) * (x1 - x0)};
 }
 
+PlaneLayout<int64_t> layout_of(const PoolArgs& a) { return {a.channels, a.channels_last}; }
+
 // The first tap of a dilated window at or after position 0.
 int64_t first_tap(int64_t start, int64_t dilation) {
   while (start < 0) start += dilation;
@@ -47,8 +51,11 @@ void max_forward(const PoolArgs& a) {
   using A = acc_t<T>;
   const T* in = static_cast<const T*>(a.input);
   T* out = static_cast<T*>(a.output);
+  const PlaneLayout<int64_t> layout = layout_of(a);
+  const int64_t step = layout.step();
   for (int64_t pl = 0; pl < a.planes; ++pl) {
-    const T* plane = in + pl * a.h * a.w;
+    const T* plane = in + layout.base(pl, a.h * a.w);
+    const int64_t out_base = layout.base(pl, a.out_h * a.out_w);
     for (int64_t oy = 0; oy < a.out_h; ++oy) {
       int64_t ys = oy * a.stride_h - a.padding_h;
       int64_t y0 = first_tap(ys, a.dilation_h), y1 = std::min(ys + (a.kernel_h - 1) * a.dilation_h + 1, a.h);
@@ -59,14 +66,14 @@ void max_forward(const PoolArgs& a) {
         int64_t best_at = y0 < y1 && x0 < x1 ? y0 * a.w + x0 : -1;
         for (int64_t y = y0; y < y1; y += a.dilation_h) {
           for (int64_t x = x0; x < x1; x += a.dilation_w) {
-            A v = A(plane[y * a.w + x]);
+            A v = A(plane[(y * a.w + x) * step]);
             if (v > best || std::isnan(v)) {
               best = v;
               best_at = y * a.w + x;
             }
           }
         }
-        int64_t o = (pl * a.out_h + oy) * a.out_w + ox;
+        int64_t o = out_base + (oy * a.out_w + ox) * step;
         out[o] = T(best);
         a.indices[o] = best_at;
       }
@@ -79,16 +86,19 @@ void avg_forward(const PoolArgs& a, Window window) {
   using A = acc_t<T>;
   const T* in = static_cast<const T*>(a.input);
   T* out = static_cast<T*>(a.output);
+  const PlaneLayout<int64_t> layout = layout_of(a);
+  const int64_t step = layout.step();
   for (int64_t pl = 0; pl < a.planes; ++pl) {
-    const T* plane = in + pl * a.h * a.w;
+    const T* plane = in + layout.base(pl, a.h * a.w);
+    T* out_plane = out + layout.base(pl, a.out_h * a.out_w);
     for (int64_t oy = 0; oy < a.out_h; ++oy) {
       for (int64_t ox = 0; ox < a.out_w; ++ox) {
         AvgWindow win = window(a, oy, ox);
         A total = 0;
         for (int64_t y = win.y0; y < win.y1; ++y) {
-          for (int64_t x = win.x0; x < win.x1; ++x) total += A(plane[y * a.w + x]);
+          for (int64_t x = win.x0; x < win.x1; ++x) total += A(plane[(y * a.w + x) * step]);
         }
-        out[(pl * a.out_h + oy) * a.out_w + ox] = T(win.divisor > 0 ? total / A(win.divisor) : A(0));
+        out_plane[(oy * a.out_w + ox) * step] = T(win.divisor > 0 ? total / A(win.divisor) : A(0));
       }
     }
   }
@@ -109,11 +119,14 @@ void backward(PoolOp op, const PoolArgs& a) {
   const T* gy = static_cast<const T*>(a.grad_output);
   T* gx = static_cast<T*>(a.grad_input);
   std::vector<A> acc(size_t(a.h * a.w));
+  const PlaneLayout<int64_t> layout = layout_of(a);
+  const int64_t step = layout.step();
   for (int64_t pl = 0; pl < a.planes; ++pl) {
     std::fill(acc.begin(), acc.end(), A(0));
+    const int64_t out_base = layout.base(pl, a.out_h * a.out_w);
     for (int64_t oy = 0; oy < a.out_h; ++oy) {
       for (int64_t ox = 0; ox < a.out_w; ++ox) {
-        int64_t o = (pl * a.out_h + oy) * a.out_w + ox;
+        int64_t o = out_base + (oy * a.out_w + ox) * step;
         A g = A(gy[o]);
         if (op == PoolOp::Max) {
           int64_t at = a.indices[o];
@@ -128,8 +141,8 @@ void backward(PoolOp op, const PoolArgs& a) {
         }
       }
     }
-    T* plane = gx + pl * a.h * a.w;
-    for (int64_t i = 0; i < a.h * a.w; ++i) plane[i] = T(acc[size_t(i)]);
+    T* plane = gx + layout.base(pl, a.h * a.w);
+    for (int64_t i = 0; i < a.h * a.w; ++i) plane[i * step] = T(acc[size_t(i)]);
   }
 }
 

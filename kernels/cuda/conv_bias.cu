@@ -1,6 +1,7 @@
 // CUDA kernels of conv2d's bias (see kernels/cuda/conv_bias.h): a
 // grid-stride add over the output, and one block per output channel that
-// sums its n * out_h * out_w gradients (block_sum) in acc_t.
+// sums its n * out_h * out_w gradients (block_sum) in acc_t; NCHW or
+// channels-last as the args say.
 #include <algorithm>
 
 #include "kernels/cuda/block_reduce.cuh"
@@ -19,7 +20,8 @@ __global__ void bias_add_kernel(ConvArgs a) {
   T* y = static_cast<T*>(a.output);
   const T* b = static_cast<const T*>(a.bias);
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    y[i] = from_acc<T>(to_acc(y[i]) + to_acc(b[i / plane % a.c_out]));
+    const int64_t channel = a.channels_last ? i % a.c_out : i / plane % a.c_out;
+    y[i] = from_acc<T>(to_acc(y[i]) + to_acc(b[channel]));
   }
 }
 
@@ -32,7 +34,7 @@ __global__ void bias_grad_kernel(ConvArgs a) {
   A total = 0;
   for (int64_t i = threadIdx.x; i < m; i += blockDim.x) {
     const int64_t b = i / plane;
-    total += to_acc(gy[(b * a.c_out + c) * plane + (i - b * plane)]);
+    total += to_acc(gy[a.channels_last ? i * a.c_out + c : (b * a.c_out + c) * plane + (i - b * plane)]);
   }
   total = block_sum(total, shared);
   if (threadIdx.x == 0) static_cast<T*>(a.grad_bias)[c] = from_acc<T>(total);

@@ -8,8 +8,10 @@
 //   go back to a pool that later threads take from, so threads that come and
 //   go do not leak handles.
 // - Plans: each direction (forward, backward-data, backward-filter) of a
-//   configuration (shapes, stride, padding, dilation, groups, dtype, the
-//   alignment of each data pointer, TF32 switch) on a handle is one
+//   configuration (shapes, stride, padding, dilation, groups, dtype, memory
+//   format (NCHW, or channels-last: NHWC tensors, the tensor-core engines'
+//   own layout, so cuDNN transposes nothing), the alignment of each data
+//   pointer, TF32 switch) on a handle is one
 //   operation graph of one convolution node. Its execution plan is made at
 //   the first call (a capture may make it): cuDNN's heuristics (mode A,
 //   then its fallback list) rank the engine configurations; the first whose
@@ -172,7 +174,7 @@ std::string shapes_str(const ConvArgs& a) {
 
 std::string config_str(const ConvArgs& a) {
   std::ostringstream what;
-  what << shapes_str(a) << ", stride (" << a.stride_h << ", " << a.stride_w << "), padding (" << a.padding_h << ", "
+  what << shapes_str(a) << (a.channels_last ? " channels-last" : "") << ", stride (" << a.stride_h << ", " << a.stride_w << "), padding (" << a.padding_h << ", "
        << a.padding_w << "), dilation (" << a.dilation_h << ", " << a.dilation_w << "), groups " << a.groups;
   return what.str();
 }
@@ -199,9 +201,11 @@ int64_t alignment_of(const void* p) {
   return alignment;
 }
 
-// A dense NCHW tensor of `dims`.
-Backend tensor_descriptor(Uid uid, DType dtype, std::array<int64_t, 4> dims, int64_t alignment) {
-  const std::array<int64_t, 4> strides{dims[1] * dims[2] * dims[3], dims[2] * dims[3], dims[3], 1};
+// A dense tensor of `dims` (N, C, H, W order), NCHW or channels-last in memory.
+Backend tensor_descriptor(Uid uid, DType dtype, std::array<int64_t, 4> dims, bool channels_last, int64_t alignment) {
+  const std::array<int64_t, 4> strides =
+      channels_last ? std::array<int64_t, 4>{dims[2] * dims[3] * dims[1], 1, dims[3] * dims[1], dims[1]}
+                    : std::array<int64_t, 4>{dims[1] * dims[2] * dims[3], dims[2] * dims[3], dims[3], 1};
   const cudnnDataType_t type = data_type(dtype);
   const int64_t id = uid;
   Backend t(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
@@ -302,10 +306,11 @@ struct Graph {
 std::unique_ptr<Graph> operation_graph(const ConvArgs& a, Direction dir, cudnnHandle_t h,
                                        const std::array<int64_t, 3>& alignment) {
   auto g = std::make_unique<Graph>();
-  g->parts.push_back(tensor_descriptor(kInput, a.dtype, {a.n, a.c_in, a.h, a.w}, alignment[0]));
+  const bool cl = a.channels_last;
+  g->parts.push_back(tensor_descriptor(kInput, a.dtype, {a.n, a.c_in, a.h, a.w}, cl, alignment[0]));
   g->parts.push_back(
-      tensor_descriptor(kWeight, a.dtype, {a.c_out, a.c_in / a.groups, a.kernel_h, a.kernel_w}, alignment[1]));
-  g->parts.push_back(tensor_descriptor(kOutput, a.dtype, {a.n, a.c_out, a.out_h, a.out_w}, alignment[2]));
+      tensor_descriptor(kWeight, a.dtype, {a.c_out, a.c_in / a.groups, a.kernel_h, a.kernel_w}, cl, alignment[1]));
+  g->parts.push_back(tensor_descriptor(kOutput, a.dtype, {a.n, a.c_out, a.out_h, a.out_w}, cl, alignment[2]));
   g->parts.push_back(convolution_descriptor(a));
   const OperationAttributes at = operation_attributes(dir);
   Backend op(at.type);
@@ -422,7 +427,7 @@ std::unique_ptr<Plan> make_plan(const ConvArgs& a, Direction dir, cudnnHandle_t 
                                                      << " is larger than the free device memory; use a smaller batch");
 }
 
-using PlanKey = std::tuple<std::array<int64_t, 16>, std::array<int64_t, 3>, Direction, cudnnHandle_t, bool>;
+using PlanKey = std::tuple<std::array<int64_t, 17>, std::array<int64_t, 3>, Direction, cudnnHandle_t, bool>;
 
 class PlanCache {
  public:
@@ -433,7 +438,8 @@ class PlanCache {
   const Plan& get(const ConvArgs& a, Direction dir, cudnnHandle_t h, const std::array<int64_t, 3>& alignment) {
     const bool tf32 = allow_tf32();
     const PlanKey key{{a.n, a.c_in, a.h, a.w, a.c_out, a.kernel_h, a.kernel_w, a.stride_h, a.stride_w, a.padding_h,
-                       a.padding_w, a.dilation_h, a.dilation_w, a.groups, int64_t(a.dtype), a.device},
+                       a.padding_w, a.dilation_h, a.dilation_w, a.groups, int64_t(a.dtype), a.device,
+                       int64_t(a.channels_last)},
                       alignment,
                       dir,
                       h,

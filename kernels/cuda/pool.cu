@@ -7,12 +7,15 @@
 // sums their gradients in acc_t, in the same (row-major output) order as
 // the CPU kernel: no atomics, a deterministic result, one rounding. For max
 // pooling an output contributes only if its saved argmax is this element.
-// Grid-stride loops; the index math (a handful of divisions per element) is
-// 32-bit when every size and offset fits in int32, 64-bit otherwise.
+// Grid-stride loops over memory order (so channels-last arrays are read and
+// written coalesced, channels innermost); planes are addressed through
+// kernels/pool_layout.h. The index math (a handful of divisions per element)
+// is 32-bit when every size and offset fits in int32, 64-bit otherwise.
 #include <algorithm>
 
 #include "core/ops/pool_kernels.h"
 #include "kernels/cuda/elementwise_launch.cuh"
+#include "kernels/pool_layout.h"
 
 namespace ember::cuda {
 namespace {
@@ -53,10 +56,12 @@ __device__ __forceinline__ Window adaptive_window(const PoolArgs& a, int64_t oy,
 template <typename I>
 struct Dims {
   I planes, h, w, out_h, out_w, kernel_h, kernel_w, stride_h, stride_w, padding_h, padding_w, dilation_h, dilation_w;
+  PlaneLayout<I> layout;
   __device__ explicit Dims(const PoolArgs& a)
       : planes(I(a.planes)), h(I(a.h)), w(I(a.w)), out_h(I(a.out_h)), out_w(I(a.out_w)), kernel_h(I(a.kernel_h)),
         kernel_w(I(a.kernel_w)), stride_h(I(a.stride_h)), stride_w(I(a.stride_w)), padding_h(I(a.padding_h)),
-        padding_w(I(a.padding_w)), dilation_h(I(a.dilation_h)), dilation_w(I(a.dilation_w)) {}
+        padding_w(I(a.padding_w)), dilation_h(I(a.dilation_h)), dilation_w(I(a.dilation_w)),
+        layout{I(a.channels), a.channels_last} {}
 };
 
 template <typename T, typename I>
@@ -65,8 +70,10 @@ __global__ void max_forward_kernel(PoolArgs a) {
   const Dims<I> d(a);
   const I total = d.planes * d.out_h * d.out_w;
   for (I o = I(blockIdx.x) * I(blockDim.x) + I(threadIdx.x); o < total; o += I(gridDim.x) * I(blockDim.x)) {
-    const I ox = o % d.out_w, oy = o / d.out_w % d.out_h, pl = o / (d.out_w * d.out_h);
-    const T* plane = static_cast<const T*>(a.input) + int64_t(pl) * d.h * d.w;
+    I pl, pos;
+    d.layout.locate(o, d.out_h * d.out_w, pl, pos);
+    const I ox = pos % d.out_w, oy = pos / d.out_w, step = d.layout.step();
+    const T* plane = static_cast<const T*>(a.input) + d.layout.base(pl, d.h * d.w);
     const I ys = oy * d.stride_h - d.padding_h, xs = ox * d.stride_w - d.padding_w;
     const I y0 = first_tap(ys, d.dilation_h), y1 = min(ys + (d.kernel_h - 1) * d.dilation_h + 1, d.h);
     const I x0 = first_tap(xs, d.dilation_w), x1 = min(xs + (d.kernel_w - 1) * d.dilation_w + 1, d.w);
@@ -74,7 +81,7 @@ __global__ void max_forward_kernel(PoolArgs a) {
     I best_at = y0 < y1 && x0 < x1 ? y0 * d.w + x0 : I(-1);
     for (I y = y0; y < y1; y += d.dilation_h) {
       for (I x = x0; x < x1; x += d.dilation_w) {
-        A v = to_acc(plane[y * d.w + x]);
+        A v = to_acc(plane[(y * d.w + x) * step]);
         if (v > best || v != v) {
           best = v;
           best_at = y * d.w + x;
@@ -90,13 +97,17 @@ template <typename T, bool Adaptive>
 __global__ void avg_forward_kernel(PoolArgs a) {
   using A = acc_t<T>;
   const int64_t total = a.planes * a.out_h * a.out_w;
+  const PlaneLayout<int64_t> layout{a.channels, a.channels_last};
+  const int64_t step = layout.step();
   for (int64_t o = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; o < total; o += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t ox = o % a.out_w, oy = o / a.out_w % a.out_h, pl = o / (a.out_w * a.out_h);
-    const T* plane = static_cast<const T*>(a.input) + pl * a.h * a.w;
+    int64_t pl, pos;
+    layout.locate(o, a.out_h * a.out_w, pl, pos);
+    const int64_t ox = pos % a.out_w, oy = pos / a.out_w;
+    const T* plane = static_cast<const T*>(a.input) + layout.base(pl, a.h * a.w);
     const Window win = Adaptive ? adaptive_window(a, oy, ox) : avg_window(a, oy, ox);
     A total_in = 0;
     for (int64_t y = win.y0; y < win.y1; ++y) {
-      for (int64_t x = win.x0; x < win.x1; ++x) total_in += to_acc(plane[y * a.w + x]);
+      for (int64_t x = win.x0; x < win.x1; ++x) total_in += to_acc(plane[(y * a.w + x) * step]);
     }
     static_cast<T*>(a.output)[o] = from_acc<T>(win.divisor > 0 ? total_in / A(win.divisor) : A(0));
   }
@@ -109,18 +120,20 @@ __global__ void max_backward_kernel(PoolArgs a) {
   const I total = d.planes * d.h * d.w;
   const I span_h = (d.kernel_h - 1) * d.dilation_h + 1, span_w = (d.kernel_w - 1) * d.dilation_w + 1;
   for (I i = I(blockIdx.x) * I(blockDim.x) + I(threadIdx.x); i < total; i += I(gridDim.x) * I(blockDim.x)) {
-    const I x = i % d.w, y = i / d.w % d.h, pl = i / (d.w * d.h);
+    I pl, pos;
+    d.layout.locate(i, d.h * d.w, pl, pos);
+    const I x = pos % d.w, y = pos / d.w, step = d.layout.step();
     // Outputs whose window spans row y: oy * stride - pad <= y < oy * stride - pad + span.
     const I oy0 = y + d.padding_h < span_h ? 0 : (y + d.padding_h - span_h) / d.stride_h + 1;
     const I oy1 = min((y + d.padding_h) / d.stride_h + 1, d.out_h);
     const I ox0 = x + d.padding_w < span_w ? 0 : (x + d.padding_w - span_w) / d.stride_w + 1;
     const I ox1 = min((x + d.padding_w) / d.stride_w + 1, d.out_w);
-    const I here = y * d.w + x, base = pl * d.out_h * d.out_w;
+    const I here = pos, base = d.layout.base(pl, d.out_h * d.out_w);
     const T* gy = static_cast<const T*>(a.grad_output);
     A acc = 0;
     for (I oy = oy0; oy < oy1; ++oy) {
       for (I ox = ox0; ox < ox1; ++ox) {
-        const I o = base + oy * d.out_w + ox;
+        const I o = base + (oy * d.out_w + ox) * step;
         if (a.indices[o] == int64_t(here)) acc += to_acc(gy[o]);
       }
     }
@@ -138,15 +151,17 @@ __global__ void max_backward_tiled_kernel(PoolArgs a) {
   const Dims<I> d(a);
   const I total = d.planes * d.out_h * d.out_w;
   for (I o = I(blockIdx.x) * I(blockDim.x) + I(threadIdx.x); o < total; o += I(gridDim.x) * I(blockDim.x)) {
-    const I ox = o % d.out_w, oy = o / d.out_w % d.out_h, pl = o / (d.out_w * d.out_h);
+    I pl, pos;
+    d.layout.locate(o, d.out_h * d.out_w, pl, pos);
+    const I ox = pos % d.out_w, oy = pos / d.out_w, step = d.layout.step();
     const I here = I(a.indices[o]);
     const T g = static_cast<const T*>(a.grad_output)[o];
-    T* plane = static_cast<T*>(a.grad_input) + int64_t(pl) * d.h * d.w;
+    T* plane = static_cast<T*>(a.grad_input) + d.layout.base(pl, d.h * d.w);
     const I y0 = oy * d.kernel_h, x0 = ox * d.kernel_w;
     const I y1 = oy == d.out_h - 1 ? d.h : min(y0 + d.kernel_h, d.h);
     const I x1 = ox == d.out_w - 1 ? d.w : min(x0 + d.kernel_w, d.w);
     for (I y = y0; y < y1; ++y) {
-      for (I x = x0; x < x1; ++x) plane[y * d.w + x] = y * d.w + x == here ? g : from_acc<T>(acc_t<T>(0));
+      for (I x = x0; x < x1; ++x) plane[(y * d.w + x) * step] = y * d.w + x == here ? g : from_acc<T>(acc_t<T>(0));
     }
   }
 }
@@ -160,8 +175,12 @@ template <typename T, bool Adaptive>
 __global__ void avg_backward_kernel(PoolArgs a) {
   using A = acc_t<T>;
   const int64_t total = a.planes * a.h * a.w;
+  const PlaneLayout<int64_t> layout{a.channels, a.channels_last};
+  const int64_t step = layout.step();
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t x = i % a.w, y = i / a.w % a.h, pl = i / (a.w * a.h);
+    int64_t pl, pos;
+    layout.locate(i, a.h * a.w, pl, pos);
+    const int64_t x = pos % a.w, y = pos / a.w;
     int64_t oy0, oy1, ox0, ox1;
     if (Adaptive) {
       // Output bin o holds y exactly when floor(y * out / h) <= o < ceil((y + 1) * out / h).
@@ -175,13 +194,13 @@ __global__ void avg_backward_kernel(PoolArgs a) {
       ox0 = x + a.padding_w < a.kernel_w ? 0 : (x + a.padding_w - a.kernel_w) / a.stride_w + 1;
       ox1 = min((x + a.padding_w) / a.stride_w + 1, a.out_w);
     }
-    const int64_t base = pl * a.out_h * a.out_w;
+    const int64_t base = layout.base(pl, a.out_h * a.out_w);
     const T* gy = static_cast<const T*>(a.grad_output);
     A acc = 0;
     for (int64_t oy = oy0; oy < oy1; ++oy) {
       for (int64_t ox = ox0; ox < ox1; ++ox) {
         const Window win = Adaptive ? adaptive_window(a, oy, ox) : avg_window(a, oy, ox);
-        acc += to_acc(gy[base + oy * a.out_w + ox]) / A(win.divisor);
+        acc += to_acc(gy[base + (oy * a.out_w + ox) * step]) / A(win.divisor);
       }
     }
     static_cast<T*>(a.grad_input)[i] = from_acc<T>(acc);

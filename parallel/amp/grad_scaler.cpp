@@ -15,6 +15,7 @@
 #include "core/autograd/function.h"
 #include "core/cuda/graph.h"
 #include "core/grad_mode.h"
+#include "core/memory_format.h"
 #include "core/ops.h"
 #include "core/ops/op_utils.h"
 #include "core/ops/amp_kernels.h"
@@ -166,7 +167,7 @@ void GradScaler::check_and_unscale(optim::Optimizer& optimizer, PerOptimizer& st
       it = st.found_inf.insert(it, {device, flag});
     }
     TensorList dense;
-    for (const Tensor& g : grads) dense.push_back(g.contiguous());
+    for (const Tensor& g : grads) dense.push_back(dense_block(g));
     Tensor inv_scale = unscale ? inv_scale_.to(device) : Tensor();
     unscale_and_check(dense, device, dtype, inv_scale, it->second);
     if (unscale) {

@@ -69,6 +69,29 @@ TEST(NnCuda, ConvNetMatchesCpu) {
   for (const auto& item : a) EXPECT_TRUE(testing::tensors_close(b.at(item.key).cpu(), item.value, kTol)) << item.key;
 }
 
+TEST(NnCuda, ChannelsLastConvNetMatchesCpu) {
+  EMBER_REQUIRE_CUDA();
+  manual_seed(4);
+  auto net = std::make_shared<nn::Sequential>(
+      std::make_shared<nn::Conv2d>(1, 16, 3, 1, 1, 1, 1, false), std::make_shared<nn::BatchNorm2d>(16),
+      std::make_shared<nn::ReLU>(), std::make_shared<nn::MaxPool2d>(2), std::make_shared<nn::Conv2d>(16, 8, 3, 1, 1),
+      std::make_shared<nn::BatchNorm2d>(8), std::make_shared<nn::ReLU>(), std::make_shared<nn::MaxPool2d>(2),
+      std::make_shared<nn::Flatten>(), std::make_shared<nn::Dropout>(0.25), std::make_shared<nn::Linear>(8 * 4 * 4, 4));
+  net->to(MemoryFormat::ChannelsLast);
+  Tensor x = randn({6, 1, 16, 16});
+  Tensor y = from_vector<int64_t>({0, 3, 1, 2, 2, 0});
+  // Dropout draws the same mask on both devices from one seed.
+  expect_same_on_cuda<nn::Sequential>(net, [&](nn::Sequential& m, Device d) {
+    manual_seed(5);
+    return nn::functional::cross_entropy(m(x.to(d)), y.to(d));
+  });
+  auto gpu = nn::clone(net);
+  gpu->to(cuda_device(0));
+  for (const Tensor& p : gpu->parameters()) {
+    if (p.dim() == 4) EXPECT_EQ(p.suggest_memory_format(), MemoryFormat::ChannelsLast);
+  }
+}
+
 TEST(NnCuda, StateDictCrossesDevicesAndToKeepsHandles) {
   EMBER_REQUIRE_CUDA();
   auto cpu = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(4, 3), std::make_shared<nn::BatchNorm1d>(3));
