@@ -3,6 +3,7 @@
 // whose rows are split among blocks), with and
 // without weight, bias and running statistics, the running statistics after
 // several steps, every float dtype, a non-contiguous input, and gradients.
+// Channels-last inputs too (normalized in their layout, outputs channels-last).
 #include <gtest/gtest.h>
 
 #include "support/cuda_compare.h"
@@ -123,6 +124,33 @@ TEST(CudaBatchNorm, NonContiguousInputAndPartialGrads) {
   EXPECT_TRUE(testing::cuda_matches_cpu(
       [](const TensorList& in) { return TensorList{batch_norm(in[0], {}, {}, in[1], {}, true)}; }, {xc, w}, true,
       bn_tolerance(DType::Float32)));
+}
+
+TEST(CudaBatchNorm, ChannelsLastMatchesCpu) {
+  EMBER_REQUIRE_CUDA();
+  const MemoryFormat cl = MemoryFormat::ChannelsLast;
+  for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16}) {
+    for (const Shape& shape : std::vector<Shape>{{4, 32, 14, 14}, {3, 5, 7, 9}, {64, 64, 7, 7}}) {
+      for (bool training : {true, false}) {
+        Generator g(shape[1]);
+        // Half inputs normalize with float32 parameters, as under autocast.
+        const DType pdt = dt == DType::Float64 ? DType::Float64 : DType::Float32;
+        Tensor x = randn(shape, DType::Float32, kCPU, &g).to(dt).set_requires_grad();
+        Tensor w = randn({shape[1]}, DType::Float32, kCPU, &g).to(pdt).set_requires_grad();
+        Tensor b = randn({shape[1]}, DType::Float32, kCPU, &g).to(pdt).set_requires_grad();
+        Tensor rm = rand({shape[1]}, DType::Float32, kCPU, &g).to(pdt), rv = (rand({shape[1]}) + 0.5).to(pdt);
+        EXPECT_TRUE(testing::cuda_matches_cpu(
+            [&](const TensorList& in) {
+              Tensor m = in[3].clone(), v = in[4].clone();
+              Tensor y = batch_norm(in[0].to(cl), m, v, in[1], in[2], training, 0.1, 1e-5);
+              testing::channels_last_output(y);
+              return TensorList{y, m, v};
+            },
+            {x, w, b, rm, rv}, /*grads=*/true, bn_tolerance(dt, x.numel() / shape[1])))
+            << dtype_name(dt) << " " << shape_str(shape) << " training " << training;
+      }
+    }
+  }
 }
 
 }  // namespace

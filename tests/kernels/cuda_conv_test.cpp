@@ -3,6 +3,8 @@
 // every float dtype, gradients of input, weight and bias, second-order
 // gradients, the TF32 switch, and tensors whose addresses are only
 // element-aligned (cuDNN plans are made per pointer alignment).
+// Channels-last too: cuDNN's NHWC engines, with the input, the weight or
+// both channels-last, outputs and gradients channels-last.
 #include <gtest/gtest.h>
 
 #include "support/cuda_compare.h"
@@ -128,6 +130,44 @@ TEST(CudaConv2d, Tf32OnlyWhenAllowed) {
   set_allow_tf32(true);
   EXPECT_TRUE(testing::cuda_matches_cpu(fn, {x, w}, false, testing::Tolerance{1e-3, 1e-3}));
   set_allow_tf32(false);
+}
+
+TEST(CudaConv2d, ChannelsLastMatchesCpu) {
+  EMBER_REQUIRE_CUDA();
+  const MemoryFormat cl = MemoryFormat::ChannelsLast;
+  // The cases above and the CNN's two layers (one input channel, then 32).
+  std::vector<Case> cl_cases = cases();
+  cl_cases.push_back({{5, 1, 28, 28}, {32, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1});
+  cl_cases.push_back({{4, 32, 14, 14}, {64, 32, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1});
+  for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16}) {
+    for (size_t k = 0; k < cl_cases.size(); ++k) {
+      const Case& c = cl_cases[k];
+      Generator g(k + 1);
+      Tensor x = randn(c.x, DType::Float32, kCPU, &g).to(dt).set_requires_grad();
+      Tensor w = (randn(c.w, DType::Float32, kCPU, &g) * 0.5).to(dt).set_requires_grad();
+      Tensor b = randn({c.w[0]}, DType::Float32, kCPU, &g).to(dt).set_requires_grad();
+      for (int which = 0; which < 3; ++which) {  // both channels-last, the input only, the weight only
+        EXPECT_TRUE(testing::cuda_matches_cpu(
+            [&](const TensorList& in) {
+              Tensor xi = which != 2 ? in[0].to(cl) : in[0], wi = which != 1 ? in[1].to(cl) : in[1];
+              Tensor y = conv2d(xi, wi, in[2], c.stride, c.padding, c.dilation, c.groups);
+              return TensorList{testing::channels_last_output(y)};
+            },
+            {x, w, b}, /*grads=*/true, conv_tolerance(dt)))
+            << dtype_name(dt) << " case " << k << " layout " << which;
+      }
+    }
+  }
+}
+
+TEST(CudaConv2d, ChannelsLastGradientsAreChannelsLast) {
+  EMBER_REQUIRE_CUDA();
+  const MemoryFormat cl = MemoryFormat::ChannelsLast;
+  Tensor x = randn({2, 8, 9, 9}, DType::Float16, cuda_device(0)).to(cl).detach().set_requires_grad();
+  Tensor w = randn({16, 8, 3, 3}, DType::Float16, cuda_device(0)).to(cl).detach().set_requires_grad();
+  conv2d(x, w, {}, {1, 1}, {1, 1}).sum().backward();
+  EXPECT_EQ(x.grad().strides(), x.strides());
+  EXPECT_EQ(w.grad().strides(), w.strides());
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // CUDA elementwise kernels against their CPU counterparts: every op, odd
 // sizes, non-contiguous and broadcast views, every dtype, gradients.
+// Channels-last inputs keep their layout.
 #include <gtest/gtest.h>
 
 #include "support/cuda_compare.h"
@@ -124,6 +125,24 @@ TEST(CudaElementwise, CrossDeviceCopiesRoundTrip) {
   Tensor dst = zeros({33, 65}, DType::Float64, cuda_device(0));
   dst.t().copy_(x);  // strided destination, dtype change, across devices
   EXPECT_TRUE(testing::tensors_close(dst.t().to(kCPU), x.to(DType::Float64), {0, 0}));
+}
+
+TEST(CudaElementwise, ChannelsLastInputsKeepTheirLayout) {
+  EMBER_REQUIRE_CUDA();
+  using testing::channels_last_output;
+  for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16}) {
+    Generator g(3);
+    Tensor x = randn({3, 5, 7, 9}, DType::Float32, kCPU, &g).to(dt).set_requires_grad();
+    Tensor bias = randn({1, 5, 1, 1}, DType::Float32, kCPU, &g).to(dt).set_requires_grad();
+    EXPECT_TRUE(cuda_matches_cpu(
+        [&](const TensorList& in) {
+          Tensor xc = in[0].to(MemoryFormat::ChannelsLast);
+          return TensorList{channels_last_output(relu(xc)), channels_last_output(xc * in[1] + 1.0),
+                            channels_last_output(sigmoid(xc)), channels_last_output(xc.to(DType::Float32))};
+        },
+        {x, bias}, true))
+        << dtype_name(dt);
+  }
 }
 
 }  // namespace

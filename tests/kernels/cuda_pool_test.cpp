@@ -2,6 +2,7 @@
 // ties, NaN), average (count_include_pad, ceil_mode), adaptive average
 // (non-divisible and upsampling bins), every float dtype, non-contiguous
 // inputs, gradients, and second-order gradients of the average pools.
+// Channels-last inputs: pooled in their layout, outputs channels-last.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -120,6 +121,32 @@ TEST(CudaPool2d, AvgSecondOrderGradientsMatchCpu) {
         return autograd::grad({y, z}, {in[0]}, {y * y, z}, true, true);
       },
       {x}, true));
+}
+
+TEST(CudaPool2d, ChannelsLastMatchesCpu) {
+  EMBER_REQUIRE_CUDA();
+  const MemoryFormat cl = MemoryFormat::ChannelsLast;
+  const std::vector<std::function<Tensor(const Tensor&)>> pools = {
+      [](const Tensor& t) { return max_pool2d(t, {2, 2}); },
+      [](const Tensor& t) { return max_pool2d(t, {3, 3}, {2, 2}, {1, 1}, {1, 1}, true); },
+      [](const Tensor& t) { return max_pool2d(t, {3, 2}, {1, 2}, {1, 0}, {2, 1}, true); },
+      [](const Tensor& t) { return max_pool2d(t, {2, 3}, {2, 3}, {0, 0}, {1, 1}, false); },
+      [](const Tensor& t) { return avg_pool2d(t, {3, 3}, {2, 2}, {1, 1}, true, false); },
+      [](const Tensor& t) { return avg_pool2d(t, {2, 2}); },
+      [](const Tensor& t) { return adaptive_avg_pool2d(t, {5, 3}); },
+  };
+  for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16}) {
+    for (const Shape& shape : std::vector<Shape>{{2, 3, 17, 13}, {4, 64, 14, 14}, {1, 1, 7, 7}}) {
+      for (size_t k = 0; k < pools.size(); ++k) {
+        Generator g(k);
+        Tensor x = randn(shape, DType::Float32, kCPU, &g).to(dt).set_requires_grad();
+        EXPECT_TRUE(testing::cuda_matches_cpu(
+            [&](const TensorList& in) { return TensorList{testing::channels_last_output(pools[k](in[0].to(cl)))}; },
+            {x}, true))
+            << dtype_name(dt) << " " << shape_str(shape) << " pool " << k;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -116,4 +116,9 @@ const std::vector<int64_t>& odd_sizes() {
   return sizes;
 }
 
+Tensor channels_last_output(const Tensor& y) {
+  EXPECT_EQ(y.suggest_memory_format(), MemoryFormat::ChannelsLast) << "on " << y.device();
+  return y;
+}
+
 }  // namespace ember::testing

@@ -44,6 +44,10 @@ Tolerance tolerance_for(DType dtype);
                                             const TensorList& cpu_inputs, bool grads = false,
                                             std::optional<Tolerance> tol = {});
 
+// y, after checking that it is channels-last (the format channels-last
+// inputs must give back).
+Tensor channels_last_output(const Tensor& y);
+
 // Sizes every elementwise kernel is tested at: 1, 7, 1023, 1025, 65537.
 const std::vector<int64_t>& odd_sizes();
 
