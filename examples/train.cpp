@@ -128,6 +128,7 @@ int run(const Options& o) {
       o.model == ModelKind::MLP ? make_mlp({256, 128}, o.dropout) : make_cnn(o.dropout);
   if (o.sync_bn) parallel::convert_sync_batchnorm(model, dist.group);
   model->to(device);
+  if (o.channels_last) model->to(MemoryFormat::ChannelsLast);
   std::unique_ptr<optim::Optimizer> optimizer = make_optimizer(o, model->parameters());
 
   data::DataLoaderOptions loading;
@@ -184,10 +185,11 @@ int run(const Options& o) {
   int64_t num_params = 0;
   for (const Tensor& p : model->parameters()) num_params += p.numel();
   if (dist.main()) {
-    std::printf("ember-train: %s (%lld parameters, dropout %g, augment %s) on %s, amp %s; optimizer %s, lr %g, "
+    std::printf("ember-train: %s (%lld parameters, dropout %g, augment %s) on %s%s, amp %s; optimizer %s, lr %g, "
                 "schedule %s; batch size %lld, epochs %lld; %lld training and %lld test examples\n",
                 model_name(o.model), static_cast<long long>(num_params), o.dropout, augment_name(o.augment),
-                device.str().c_str(), amp_name(o.amp), optimizer_name(o.optimizer), o.lr, schedule_name(o.schedule),
+                device.str().c_str(), o.channels_last ? " (channels-last)" : "", amp_name(o.amp),
+                optimizer_name(o.optimizer), o.lr, schedule_name(o.schedule),
                 static_cast<long long>(o.batch_size), static_cast<long long>(o.epochs),
                 static_cast<long long>(train_set->size()), static_cast<long long>(test_set->size()));
     if (dist.enabled) {

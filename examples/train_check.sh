@@ -126,6 +126,7 @@ case "$mode" in
     check "is not a directory" --data /nonexistent/data
     check "without --checkpoint" --epochs 2 --stop-after 1
     check "the mlp has no BatchNorm" --sync-bn
+    check "the mlp has no convolution" --channels-last
     check "expected an integer from 1" --dist-timeout 0
     if [ -z "${RANK:-}${WORLD_SIZE:-}${OMPI_COMM_WORLD_RANK:-}${SLURM_PROCID:-}" ]; then
       check "--distributed: env:// initialization: no launcher variables found" --distributed --data /

@@ -186,6 +186,10 @@ const std::vector<Flag>& flags() {
       {"--sync-bn", nullptr, "cnn, distributed: normalize with the batch statistics of all ranks (SyncBatchNorm) "
                              "instead of each rank's own; default off",
        [](Raw& r, const std::string&, const std::string&) { r.options.sync_bn = true; }},
+      {"--channels-last", nullptr, "cnn: lay out the weights channels-last (Module::to(MemoryFormat::ChannelsLast)): "
+                                   "the convolutions run cuDNN's NHWC engines, and batch norm, ReLU and pooling "
+                                   "keep the layout; default off (NCHW)",
+       [](Raw& r, const std::string&, const std::string&) { r.options.channels_last = true; }},
       {"--help", nullptr, "print this text and exit", [](Raw& r, const std::string&, const std::string&) {
          r.options.help = true;
        }},
@@ -245,6 +249,9 @@ Options finish(Raw raw) {
     throw UsageError("--stop-after: without --checkpoint the run could not be continued; add --checkpoint FILE");
   }
   if (o.sync_bn && o.model != ModelKind::CNN) throw UsageError("--sync-bn: the mlp has no BatchNorm; use --model cnn");
+  if (o.channels_last && o.model != ModelKind::CNN) {
+    throw UsageError("--channels-last: the mlp has no convolution; use --model cnn");
+  }
   if (o.data.empty()) o.data = data::kFashionMNISTRoot;
   std::error_code ec;
   if (!std::filesystem::is_directory(o.data, ec)) {

@@ -66,6 +66,7 @@ struct Options {
   bool distributed = false;    // --distributed (also implied by a launcher's WORLD_SIZE > 1)
   std::chrono::milliseconds dist_timeout = std::chrono::minutes(30);
   bool sync_bn = false;        // cnn: SyncBatchNorm in a distributed run
+  bool channels_last = false;  // cnn: weights (so activations) channels-last
   bool help = false;
 };
 
