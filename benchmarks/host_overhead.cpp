@@ -18,7 +18,9 @@
 //                 in float32, float16 and bfloat16; "+ grad": the forward
 //                 of an input and weight that require grad and the backward
 //                 of the output from a given gradient (both convolutions
-//                 of the backward pass)
+//                 of the backward pass); "channels-last": input, weight
+//                 and gradient channels-last (cuDNN's NHWC engines, no
+//                 layout transposes)
 //   sgd step      a training step of one 16-element parameter: zero_grad,
 //                 (w * w).sum(), backward, SGD with momentum; "+ GradScaler":
 //                 the same through amp::GradScaler (scale, backward, step,
@@ -121,10 +123,13 @@ double add16_graphed(Device device) {
   return median_us(device, 200, 1, [&] { graph.replay(); }) / kOps;
 }
 
-double conv(Device device, DType dtype, bool with_backward) {
-  Tensor input = randn({1, 32, 14, 14}, DType::Float32, device).to(dtype).set_requires_grad(with_backward);
-  Tensor weight = (randn({64, 32, 3, 3}, DType::Float32, device) * 0.05).to(dtype).set_requires_grad(with_backward);
-  Tensor grad = randn({1, 64, 14, 14}, DType::Float32, device).to(dtype);
+constexpr MemoryFormat kChannelsLast = MemoryFormat::ChannelsLast;
+
+double conv(Device device, DType dtype, bool with_backward, MemoryFormat format = MemoryFormat::Contiguous) {
+  Tensor input = randn({1, 32, 14, 14}, DType::Float32, device).to(dtype).to(format).set_requires_grad(with_backward);
+  Tensor weight =
+      (randn({64, 32, 3, 3}, DType::Float32, device) * 0.05).to(dtype).to(format).set_requires_grad(with_backward);
+  Tensor grad = randn({1, 64, 14, 14}, DType::Float32, device).to(dtype).to(format);
   return median_us(device, 200, 20, [&] {
     Tensor out = conv2d(input, weight, {}, {1, 1}, {1, 1});
     if (with_backward) out.backward(grad);
@@ -215,6 +220,13 @@ int main() {
       {"conv2d + grad, float32", [](Device d) { return conv(d, DType::Float32, true); }},
       {"conv2d + grad, float16", [](Device d) { return conv(d, DType::Float16, true); }},
       {"conv2d + grad, bfloat16", [](Device d) { return conv(d, DType::BFloat16, true); }},
+      {"conv2d channels-last, float32", [](Device d) { return conv(d, DType::Float32, false, kChannelsLast); }},
+      {"conv2d channels-last, float16", [](Device d) { return conv(d, DType::Float16, false, kChannelsLast); }},
+      {"conv2d channels-last, bfloat16", [](Device d) { return conv(d, DType::BFloat16, false, kChannelsLast); }},
+      {"conv2d channels-last + grad, float32", [](Device d) { return conv(d, DType::Float32, true, kChannelsLast); }},
+      {"conv2d channels-last + grad, float16", [](Device d) { return conv(d, DType::Float16, true, kChannelsLast); }},
+      {"conv2d channels-last + grad, bfloat16",
+       [](Device d) { return conv(d, DType::BFloat16, true, kChannelsLast); }},
       {"sgd step (16 floats, momentum)", [](Device d) { return sgd_step(d, false); }},
       {"sgd step + GradScaler", [](Device d) { return sgd_step(d, true); }},
       {"mlp fwd (issue, 10 x 256, batch 32)", [](Device d) { return mlp(d, MlpPart::Forward); }},

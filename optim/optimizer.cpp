@@ -188,10 +188,25 @@ void Optimizer::step_bucket(const ParamGroup& group, const std::vector<size_t>& 
   for (size_t i : members) {
     const Tensor& p = group.params[i];
     // The step walks param, grad and state as flat arrays: one layout for all.
+    auto laid_out_as_p = [&](const Tensor& t) {
+      return t.is_non_overlapping_and_dense() && same_layout(p.sizes(), t.strides(), p.strides());
+    };
     Tensor g = p.grad();
-    if (!same_layout(p.sizes(), g.strides(), p.strides()) || !g.is_non_overlapping_and_dense()) g = copy_like(g, p);
+    if (!laid_out_as_p(g)) g = copy_like(g, p);
     grads.push_back(g);
     std::map<std::string, Tensor>& st = init_state(p, group.options);
+    // State made before the parameter changed layout (Module::to(MemoryFormat)
+    // replaces its data in place) follows it: the values are elementwise.
+    for (const std::string& name : buffers) {
+      Tensor& t = st.at(name);
+      if (laid_out_as_p(t)) continue;
+      if (device.is_cuda()) {
+        const std::string what = name_ + ".step (a parameter whose layout changed since its state was made)";
+        cuda::detail::check_not_capturing(device.index, what.c_str(),
+                                          "every replay would copy the old state again; run one step before capturing");
+      }
+      t = copy_like(t, p);
+    }
     states.push_back(&st);
     FusedTensor f;
     f.param = p.data_ptr();

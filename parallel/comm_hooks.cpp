@@ -27,20 +27,13 @@ Tensor BucketFuture::wait() {
 }
 
 GradBucket::GradBucket(size_t index, size_t num_buckets, Tensor buffer, TensorList parameters,
-                       std::vector<int64_t> offsets)
+                       std::vector<int64_t> offsets, TensorList gradients)
     : index_(index),
       num_buckets_(num_buckets),
       buffer_(std::move(buffer)),
       parameters_(std::move(parameters)),
-      offsets_(std::move(offsets)) {}
-
-TensorList GradBucket::gradients() const {
-  TensorList out;
-  for (size_t i = 0; i < parameters_.size(); ++i) {
-    out.push_back(buffer_.narrow(0, offsets_[i], parameters_[i].numel()).view(parameters_[i].shape()));
-  }
-  return out;
-}
+      offsets_(std::move(offsets)),
+      gradients_(std::move(gradients)) {}
 
 BucketFuture allreduce_hook(ProcessGroup& group, GradBucket& bucket) {
   const Tensor& buffer = bucket.buffer();

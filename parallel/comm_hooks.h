@@ -17,8 +17,8 @@
 //   modify bucket.buffer() in place.
 // - bucket.buffer() is a flat 1-D contiguous tensor of this rank's
 //   gradients of the bucket's parameters, one after the other
-//   (parameters(), offsets(); gradients() gives them as views shaped like
-//   the parameters). It holds one dtype and lives on one device.
+//   (parameters(), offsets(); gradients() gives them as views shaped and
+//   strided like the parameters). It holds one dtype and lives on one device.
 // - BucketFuture::wait(), called by the reducer when backward ends (bucket
 //   by bucket, in order), returns the bucket's reduced gradients: the mean
 //   over the ranks, flat, with the buffer's size (the buffer itself, or a
@@ -71,7 +71,8 @@ class BucketFuture {
 // One bucket as a hook sees it.
 class GradBucket {
  public:
-  GradBucket(size_t index, size_t num_buckets, Tensor buffer, TensorList parameters, std::vector<int64_t> offsets);
+  GradBucket(size_t index, size_t num_buckets, Tensor buffer, TensorList parameters, std::vector<int64_t> offsets,
+             TensorList gradients);
 
   size_t index() const { return index_; }
   bool is_last() const { return index_ + 1 == num_buckets_; }
@@ -81,8 +82,9 @@ class GradBucket {
   // gradient starts in the buffer (in elements).
   const TensorList& parameters() const { return parameters_; }
   const std::vector<int64_t>& offsets() const { return offsets_; }
-  // The gradients as views of buffer() shaped like the parameters.
-  TensorList gradients() const;
+  // The gradients as views of buffer() shaped and laid out like the
+  // parameters (a channels-last weight's gradient is a channels-last view).
+  const TensorList& gradients() const { return gradients_; }
 
  private:
   size_t index_;
@@ -90,6 +92,7 @@ class GradBucket {
   Tensor buffer_;
   TensorList parameters_;
   std::vector<int64_t> offsets_;
+  TensorList gradients_;
 };
 
 using CommHook = std::function<BucketFuture(ProcessGroup& group, GradBucket& bucket)>;

@@ -335,7 +335,7 @@ void Reducer::launch_ready_buckets() {
     Bucket& b = buckets_[next_bucket_];
     TensorList params;
     for (size_t i : b.params) params.push_back(params_[i]);
-    GradBucket view(next_bucket_, buckets_.size(), b.buffer, std::move(params), b.offsets);
+    GradBucket view(next_bucket_, buckets_.size(), b.buffer, std::move(params), b.offsets, b.views);
     b.future.emplace(hook_ ? hook_(*group_, view) : allreduce_hook(*group_, view));
     ++next_bucket_;
   }

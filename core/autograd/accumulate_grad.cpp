@@ -41,8 +41,12 @@ TensorList AccumulateGrad::apply(TensorList&& grads) {
     const Shape layout = preserved_strides(leaf);
     bool sole_owner = grad.impl_ptr().use_count() == 1 && grad.storage().use_count() == 1 &&
                       grad.is_non_overlapping_and_dense() && same_layout(grad.sizes(), grad.strides(), layout);
-    if (GradMode::is_enabled()) m.grad = grad.clone();  // create_graph: keep the history
-    else m.grad = sole_owner ? grad : copy_like(grad, leaf);
+    if (GradMode::is_enabled()) {  // create_graph: a copy that keeps the history
+      Tensor laid_out = grad.contiguous(leaf.suggest_memory_format());
+      m.grad = laid_out.is_same(grad) ? grad.clone() : laid_out;
+    } else {
+      m.grad = sole_owner ? grad : copy_like(grad, leaf);
+    }
   } else if (GradMode::is_enabled()) {
     m.grad = m.grad + grad;  // create_graph: out of place, so the history is recorded
   } else {

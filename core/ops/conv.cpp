@@ -120,11 +120,13 @@ ConvArgs make_args(const Shape& xs, const Shape& ws, const ConvParams& p, DType 
   return a;
 }
 
-// PyTorch's rule: channels-last when the input or the weight is.
+// PyTorch's rule: channels-last when the input or the weight is, except
+// float64 on CUDA, which PyTorch's cuDNN path also keeps in NCHW.
 MemoryFormat conv_format(const Tensor& x, const Tensor& w) {
   const bool cl = x.suggest_memory_format() == MemoryFormat::ChannelsLast ||
                   w.suggest_memory_format() == MemoryFormat::ChannelsLast;
-  return cl ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
+  const bool nchw_only = x.dtype() == DType::Float64 && x.is_cuda();
+  return cl && !nchw_only ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
 }
 
 Tensor dense(const Tensor& t, MemoryFormat format) { return t.defined() ? t.detach().contiguous(format) : Tensor(); }

@@ -27,7 +27,7 @@ Tensor empty_elementwise_output(const Shape& shape, DType dtype, Device device,
   for (const Tensor* t : inputs) {
     if (t->shape() != shape) continue;
     if (t->is_contiguous()) break;
-    if (t->is_non_overlapping_and_dense()) return empty_strided(shape, t->strides(), dtype, device);
+    return empty_strided(shape, preserved_strides(*t), dtype, device);
   }
   return empty(shape, dtype, device);
 }

@@ -36,11 +36,19 @@ struct Array4 {
   int64_t n, c, h, w;
   bool channels_last;
   int64_t numel() const { return n * c * h * w; }
-  // The memory index of the element at NCHW index i.
-  int64_t at(int64_t i) const {
-    if (!channels_last) return i;
-    const int64_t x = i % w, y = i / w % h, ch = i / (w * h) % c, b = i / (w * h * c);
-    return ((b * h + y) * w + x) * c + ch;
+  // f(i, at) for every element: its NCHW index i and its index in memory.
+  template <typename F>
+  void for_each(F&& f) const {
+    int64_t i = 0;
+    for (int64_t b = 0; b < n; ++b) {
+      for (int64_t ch = 0; ch < c; ++ch) {
+        for (int64_t y = 0; y < h; ++y) {
+          const int64_t row = channels_last ? (b * h + y) * w * c + ch : i;
+          const int64_t step = channels_last ? c : 1;
+          for (int64_t x = 0; x < w; ++x, ++i) f(i, row + x * step);
+        }
+      }
+    }
   }
 };
 
@@ -58,7 +66,7 @@ class Input {
       }
     }
     copy_.resize(size_t(dims.numel()));
-    for (int64_t i = 0; i < dims.numel(); ++i) copy_[size_t(i)] = S(acc_t<T>(src[dims.at(i)]));
+    dims.for_each([&](int64_t i, int64_t at) { copy_[size_t(i)] = S(acc_t<T>(src[at])); });
     ptr_ = copy_.data();
   }
   const S* get() const { return ptr_; }
@@ -87,7 +95,7 @@ class Output {
   S* get() const { return ptr_; }
   void store() {
     if (copy_.empty()) return;
-    for (int64_t i = 0; i < dims_.numel(); ++i) dst_[dims_.at(i)] = T(acc_t<T>(copy_[size_t(i)]));
+    dims_.for_each([&](int64_t i, int64_t at) { dst_[at] = T(acc_t<T>(copy_[size_t(i)])); });
   }
 
  private:

@@ -68,7 +68,9 @@ void MasterWeights::grads_to_master() {
     } else if (mg.defined()) {
       mg.copy_(g);
     } else {
-      masters_[i].set_grad(g.detach().to(DType::Float32).contiguous());
+      Tensor master_grad = empty_like(masters_[i]);  // float32, laid out as the master
+      master_grad.copy_(g);
+      masters_[i].set_grad(master_grad);
     }
   }
 }

@@ -121,6 +121,15 @@ TEST(MemoryFormat, ElementwiseOpsKeepChannelsLastAndWalkItFlat) {
   // The first input of the output's shape decides: contiguous first, contiguous output.
   EXPECT_TRUE((c + x).is_contiguous());
   EXPECT_TRUE(gt(x, 0.0).is_contiguous(kCL));
+  // A slice of a channels-last tensor (some channels, or a crop) is not one
+  // dense block, and still gives a channels-last output.
+  for (const auto& [slice, twin] : {std::pair{x.narrow(1, 1, 2), c.narrow(1, 1, 2)},
+                                    std::pair{x.narrow(3, 1, 3), c.narrow(3, 1, 3)}}) {
+    ASSERT_FALSE(slice.is_non_overlapping_and_dense());
+    EXPECT_TRUE(relu(slice).is_contiguous(kCL));
+    EXPECT_TRUE((slice * 2.0).is_contiguous(kCL));
+    EXPECT_EQ(to_vector<float>(relu(slice)), to_vector<float>(relu(twin)));
+  }
   // Dims in the output's memory order merge into one flat dim.
   Tensor y = empty_like(x);
   ElementwiseArgs args = make_elementwise_args("test", y, {&x, &x});
@@ -281,6 +290,17 @@ TEST(MemoryFormat, AccumulatedGradientsAreLaidOutAsTheirLeaf) {
   (w.contiguous() * 2.0).sum().backward();  // accumulated in place
   EXPECT_EQ(w.grad().strides(), w.strides());
   EXPECT_EQ(to_vector<double>(w.grad()), std::vector<double>(96, 4.0));
+  // Under create_graph the first gradient is a copy with history, laid out
+  // as the leaf too: d/dv of sum(v^2) is 2v, whose gradient in turn is 2.
+  Tensor v = leaf({2, 3, 4, 4}, 2).detach().to(kCL).set_requires_grad();
+  Tensor vc = v.contiguous();
+  (vc * vc).sum().backward(Tensor(), false, /*create_graph=*/true);
+  EXPECT_EQ(v.grad().strides(), v.strides());
+  EXPECT_EQ(to_vector<double>(v.grad()), to_vector<double>(v * 2.0));
+  Tensor first = v.grad();
+  v.set_grad(Tensor());
+  first.sum().backward();
+  EXPECT_EQ(to_vector<double>(v.grad()), std::vector<double>(96, 2.0));
 }
 
 }  // namespace

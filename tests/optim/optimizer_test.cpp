@@ -112,6 +112,39 @@ TEST(Optimizer, ParameterThatIsNotOneDenseBlockIsAClearError) {
                                                          "is not one dense block of memory"));
 }
 
+TEST(Optimizer, StateFollowsAParameterLaidOutAgainByModuleTo) {
+  // Module::to(MemoryFormat) lays a weight out anew under the same tensor,
+  // after its momentum and Adam moments were made NCHW: the next steps must
+  // still pair each element with its own state.
+  for (int which = 0; which < 2; ++which) {
+    manual_seed(5);
+    auto relaid = std::make_shared<nn::Conv2d>(3, 4, 3);
+    manual_seed(5);
+    auto twin = std::make_shared<nn::Conv2d>(3, 4, 3);
+    relaid->to(kCPU, DType::Float64);
+    twin->to(kCPU, DType::Float64);
+    auto make = [&](TensorList params) -> std::unique_ptr<optim::Optimizer> {
+      if (which == 0) return std::make_unique<SGD>(params, SGDOptions{.lr = 0.1, .momentum = 0.9});
+      return std::make_unique<Adam>(params, AdamOptions{.lr = 0.1});
+    };
+    auto opt = make(relaid->parameters()), twin_opt = make(twin->parameters());
+    for (int step = 0; step < 3; ++step) {
+      if (step == 1) relaid->to(MemoryFormat::ChannelsLast);
+      TensorList ps = relaid->parameters(), ts = twin->parameters();
+      for (size_t i = 0; i < ps.size(); ++i) {
+        Tensor g = randn(ps[i].shape(), DType::Float64);
+        ps[i].set_grad(g.clone());
+        ts[i].set_grad(g);
+      }
+      opt->step();
+      twin_opt->step();
+    }
+    EXPECT_EQ(relaid->weight.suggest_memory_format(), MemoryFormat::ChannelsLast);
+    EXPECT_EQ(to_vector<double>(relaid->weight.contiguous()), to_vector<double>(twin->weight)) << which;
+    EXPECT_EQ(to_vector<double>(relaid->bias), to_vector<double>(twin->bias)) << which;
+  }
+}
+
 TEST(Optimizer, TransposedParameterStepsAsItsContiguousTwin) {
   // Any dense order is walked flat; a gradient laid out otherwise (here a
   // contiguous one for a transposed parameter) is copied into its layout.

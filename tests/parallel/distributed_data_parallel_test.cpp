@@ -553,6 +553,60 @@ TEST_P(DDPConfigs, AUserHookSeesEveryBucketInOrderAndItsResultIsUsed) {
   EXPECT_TRUE(testing::all_passed(results));
 }
 
+// A channels-last conv weight's gradient is a bucket view strided like the
+// weight, and the hook's gradients() are those views (a flat reading of the
+// bucket would permute C, H and W); the reduced gradients are the mean of
+// each rank's own, computed by an NCHW twin.
+TEST_P(DDPConfigs, ChannelsLastGradientsAreBucketViewsAsTheHookSeesThem) {
+  SKIP_UNLESS_RUNNABLE(GetParam());
+  const DistConfig c = GetParam();
+  auto results = testing::run_ranks(c.world_size, [&](RankContext& ctx) {
+    auto group = make_group(ctx, c);
+    const int w = ctx.world_size;
+    auto make = [&] {
+      manual_seed(21);
+      auto net = std::make_shared<nn::Sequential>(std::make_shared<nn::Conv2d>(2, 3, 3, 1, 1), std::make_shared<nn::ReLU>(),
+                                                  std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(75, 4));
+      net->to(c.device, DType::Float64);
+      return net;
+    };
+    auto model = make(), twin = make();
+    model->to(MemoryFormat::ChannelsLast);
+    auto ddp = wrap(model, group);
+    int channels_last_seen = 0;
+    ddp->register_comm_hook([&](ProcessGroup& g, GradBucket& bucket) {
+      for (size_t i = 0; i < bucket.parameters().size(); ++i) {
+        const Tensor& p = bucket.parameters()[i];
+        const Tensor& view = bucket.gradients()[i];
+        EXPECT_EQ(view.data_ptr(), p.grad().data_ptr()) << i;
+        EXPECT_EQ(max_abs_diff(view, p.grad()), 0.0) << i;
+        if (p.suggest_memory_format() == MemoryFormat::ChannelsLast) {
+          EXPECT_EQ(view.strides(), p.strides()) << i;
+          ++channels_last_seen;
+        }
+      }
+      return allreduce_hook(g, bucket);
+    });
+    Batch all = global_batch({2, 5, 5}, 2 * w, 31, c.device);
+    loss_of(*ddp, shard(all, ctx.rank, w)).backward();
+    EXPECT_EQ(channels_last_seen, 1);
+    std::vector<Tensor> mean;
+    for (int r = 0; r < w; ++r) {
+      twin->zero_grad();
+      loss_of(*twin, shard(all, r, w)).backward();
+      TensorList ps = twin->parameters();
+      for (size_t i = 0; i < ps.size(); ++i) {
+        Tensor share = ps[i].grad() / double(w);
+        if (r == 0) mean.push_back(share);
+        else mean[i] = mean[i] + share;
+      }
+    }
+    TensorList g = model->parameters();
+    for (size_t i = 0; i < g.size(); ++i) EXPECT_LT(max_abs_diff(g[i].grad(), mean[i]), kTol) << i;
+  });
+  EXPECT_TRUE(testing::all_passed(results));
+}
+
 TEST(DistributedDataParallel, GradScalerSkipsTheSameStepOnEveryRank) {
   REQUIRE_GLOO();
   auto results = testing::run_ranks(3, [](RankContext& ctx) {
