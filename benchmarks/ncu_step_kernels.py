@@ -1,21 +1,30 @@
-# ncu_step_kernels.py TRAIN_STEP MODEL BATCH PRECISION...: the kernels of one
-# eager step of build/benchmarks/train_step, listed by name. Runs it under
-# ncu (one metric, clocks not locked) with --steps 1 and with --steps 3 and
-# prints the last (N3 - N1) / 2 kernel names of the second run, for each
-# precision given. Needs ncu (Nsight Compute) and a GPU.
+# ncu_step_kernels.py TRAIN_STEP MODEL BATCH [--layout nchw|channels-last] PRECISION...:
+# the kernels of one eager step of build/benchmarks/train_step, listed by
+# name with their durations. Runs it under ncu (one metric, clocks not
+# locked) with --steps 1 and with --steps 3 and prints the last
+# (N3 - N1) / 2 kernels of the second run, for each precision given, and
+# their total GPU time. Needs ncu (Nsight Compute) and a GPU.
 import csv, io, subprocess, sys
-exe, model, batch = sys.argv[1], sys.argv[2], sys.argv[3]
-def names(precision, steps):
+exe, model, batch, rest = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+layout = "nchw"
+if rest[:1] == ["--layout"]:
+    layout, rest = rest[1], rest[2:]
+def kernels(precision, steps):
     out = subprocess.run(["ncu", "--clock-control", "none", "--metrics", "gpu__time_duration.sum", "--csv",
+                          "--print-units", "base",
                           exe, "--model", model, "--batch", batch, "--mode", "eager", "--precision", precision,
-                          "--steps", str(steps)], capture_output=True, text=True).stdout
+                          "--layout", layout, "--steps", str(steps)], capture_output=True, text=True).stdout
     rows = [r for r in csv.reader(io.StringIO(out[out.find('"ID"'):]))]
     head, rows = rows[0], rows[1:]
-    k = head.index("Kernel Name")
-    return [r[k] for r in rows]
-for precision in sys.argv[4:]:
-    a, b = names(precision, 1), names(precision, 3)
+    k, v, unit = head.index("Kernel Name"), head.index("Metric Value"), head.index("Metric Unit")
+    scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}
+    return [(r[k], float(r[v].replace(",", "")) * scale[r[unit]]) for r in rows]
+for precision in rest:
+    a, b = kernels(precision, 1), kernels(precision, 3)
     per = (len(b) - len(a)) // 2
-    print(f"## {model} b{batch} {precision}: {per} kernels per step ({len(a)} with --steps 1, {len(b)} with 3)")
-    for n in b[len(b) - per:]:
-        print("  ", n[:150])
+    step = b[len(b) - per:]
+    total = sum(us for _, us in step)
+    print(f"## {model} b{batch} {layout} {precision}: {per} kernels per step ({len(a)} with --steps 1, "
+          f"{len(b)} with 3), {total:.1f} us of GPU time")
+    for name, us in step:
+        print(f"  {us:8.2f} us  {name[:140]}")

@@ -2,7 +2,8 @@
 //
 // Contract: the front-end (core/ops/batch_norm.cpp) hands input as a dense
 // (n, c, inner) array (inner: the product of the dims after C, 1 for 2-D
-// input; a channels-last (N, C, H, W) input is (N*H*W, C, 1)), n * inner >= 1 (>= 2 when training), c >= 1. weight, bias,
+// input; a channels-last (N, C, H, W) input is (N*H*W, C, 1)),
+// n * inner >= 1 (>= 2 when training), c >= 1. weight, bias,
 // running_mean and running_var are dense (c) arrays of param_dtype (the
 // input's dtype, or float32 beside float16 and bfloat16 input: autocast's
 // half activations with float32 parameters) or null, as are grad_weight

@@ -9,6 +9,11 @@
 // finishes the channel itself. A block walks each of its rows' inner
 // values with consecutive threads (coalesced); where inner is small it
 // walks the flattened (row, inner) values instead, with 32-bit index math.
+// Where inner is 1 and the channels are many (a channels-last input as
+// (N*H*W, C, 1), or an (N, C) one), a channel's values lie C apart, so a
+// block takes a tile of 32 channels instead: each warp reads 32 adjacent
+// channels of one row (coalesced), 8 warps take every 8th row, and the 8
+// partial results of a channel are merged in order.
 //
 // Forward: partial Welford statistics (count, mean, M2), merged (Chan et
 // al.) into save_mean and save_invstd, and the running statistics updated
@@ -33,6 +38,40 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int64_t kWidePlane = 64;  // inner values at or above which a block walks planes
+constexpr int kTileChannels = 32;   // the channels of a tile: a warp's lanes
+constexpr int kTileRows = kThreads / kTileChannels;
+constexpr int64_t kFewestTiledChannels = 16;  // fewer lie close enough for the per-channel walk
+
+// Whether the reductions walk tiles of channels (see the file comment).
+__host__ __device__ inline bool tiles_channels(const BatchNormArgs& a) {
+  return a.inner == 1 && a.c >= kFewestTiledChannels;
+}
+
+// Calls f(offset) for this thread's values of the block's tile in rows
+// [b0, b1): channel blockIdx.x * 32 + lane of rows b0 + warp, b0 + warp + 8, ...
+// Returns the channel, which may be past the last one (then f is not called).
+template <typename F>
+__device__ __forceinline__ int64_t for_tile_values(const BatchNormArgs& a, int64_t b0, int64_t b1, F&& f) {
+  const int64_t c = int64_t(blockIdx.x) * kTileChannels + threadIdx.x % kTileChannels;
+  if (c >= a.c) return c;
+#pragma unroll 4
+  for (int64_t b = b0 + threadIdx.x / kTileChannels; b < b1; b += kTileRows) f(b * a.c + c);
+  return c;
+}
+
+// Merges each channel's kTileRows partial results (shared[row][lane], one
+// per warp) in row order into the first warp's lanes; true in the lanes
+// that then hold a channel's result.
+template <typename R, typename Merge>
+__device__ __forceinline__ bool merge_tile_rows(R& r, R (*shared)[kTileChannels], int64_t c, int64_t channels,
+                                                Merge&& merge) {
+  const int lane = threadIdx.x % kTileChannels, row = threadIdx.x / kTileChannels;
+  shared[row][lane] = r;
+  __syncthreads();
+  if (row != 0 || c >= channels) return false;
+  for (int k = 1; k < kTileRows; ++k) merge(r, shared[k][lane]);
+  return true;
+}
 
 template <typename T, typename S>
 __device__ __forceinline__ S load(const void* p, int64_t i) {
@@ -90,6 +129,23 @@ __global__ void partial_stats_kernel(BatchNormArgs a, int64_t rows, Welford<S>* 
   for_channel_values(a, c, b0, b1, [&](int64_t at) { w.push(load<T, S>(a.input, at)); });
   w = block_welford(w, shared);
   if (threadIdx.x != 0) return;
+  if constexpr (Final) {
+    write_stats<P, S>(a, c, w);
+  } else {
+    partials[c * gridDim.y + blockIdx.y] = w;
+  }
+}
+
+// Block (t, s): Welford over rows [s * rows, (s + 1) * rows) of the
+// channels of tile t, into partials[c * splits + s] or, with one split
+// (Final), the channels' statistics.
+template <typename T, typename P, typename S, bool Final>
+__global__ void tile_stats_kernel(BatchNormArgs a, int64_t rows, Welford<S>* partials) {
+  __shared__ Welford<S> shared[kTileRows][kTileChannels];
+  const int64_t b0 = int64_t(blockIdx.y) * rows, b1 = ::min(a.n, b0 + rows);
+  Welford<S> w;
+  const int64_t c = for_tile_values(a, b0, b1, [&](int64_t at) { w.push(load<T, S>(a.input, at)); });
+  if (!merge_tile_rows(w, shared, c, a.c, [](Welford<S>& r, const Welford<S>& o) { r.merge(o); })) return;
   if constexpr (Final) {
     write_stats<P, S>(a, c, w);
   } else {
@@ -187,6 +243,32 @@ __global__ void partial_sums_kernel(BatchNormArgs a, int64_t rows, GradSums<S>* 
   }
 }
 
+// partial_sums_kernel over the channels of a tile (see tile_stats_kernel).
+template <typename T, typename P, typename S, bool Final>
+__global__ void tile_sums_kernel(BatchNormArgs a, int64_t rows, GradSums<S>* partials, S* sums) {
+  __shared__ GradSums<S> shared[kTileRows][kTileChannels];
+  const int64_t b0 = int64_t(blockIdx.y) * rows, b1 = ::min(a.n, b0 + rows);
+  const int64_t first = int64_t(blockIdx.x) * kTileChannels + threadIdx.x % kTileChannels;
+  const int64_t mine = ::min(first, a.c - 1);  // a lane past the last channel reads nothing
+  const S mean = static_cast<const S*>(a.save_mean)[mine], invstd = static_cast<const S*>(a.save_invstd)[mine];
+  GradSums<S> g;
+  const int64_t c = for_tile_values(a, b0, b1, [&](int64_t at) {
+    const S dy = load<T, S>(a.grad_output, at);
+    g.dy += dy;
+    g.dy_xhat += dy * (load<T, S>(a.input, at) - mean) * invstd;
+  });
+  auto add = [](GradSums<S>& r, const GradSums<S>& o) {
+    r.dy += o.dy;
+    r.dy_xhat += o.dy_xhat;
+  };
+  if (!merge_tile_rows(g, shared, c, a.c, add)) return;
+  if constexpr (Final) {
+    write_sums<P, S>(a, c, g, sums);
+  } else {
+    partials[c * gridDim.y + blockIdx.y] = g;
+  }
+}
+
 template <typename P, typename S>
 __global__ void merge_sums_kernel(BatchNormArgs a, const GradSums<S>* partials, int splits, S* sums) {
   const int64_t c = int64_t(blockIdx.x) * (kThreads / 32) + (threadIdx.x >> 5);
@@ -224,12 +306,17 @@ struct Splits {
   int count;     // blocks per channel
 };
 
+// The blocks of one split: a channel each, or a tile of channels each.
+int64_t split_blocks(const BatchNormArgs& a) {
+  return tiles_channels(a) ? (a.c + kTileChannels - 1) / kTileChannels : a.c;
+}
+
 Splits split_rows(const BatchNormArgs& a) {
-  const int64_t target = 8 * int64_t(properties(a.device).multiprocessor_count);
-  int64_t count = std::clamp<int64_t>((target + a.c - 1) / a.c, 1, a.n);
+  const int64_t target = 8 * int64_t(properties(a.device).multiprocessor_count), blocks = split_blocks(a);
+  int64_t count = std::clamp<int64_t>((target + blocks - 1) / blocks, 1, a.n);
   int64_t rows = (a.n + count - 1) / count;
   // The flat walk of small planes indexes a block's values in 32 bits.
-  if (a.inner < kWidePlane) rows = std::min<int64_t>(rows, (int64_t(1) << 31) / a.inner);
+  if (a.inner < kWidePlane && !tiles_channels(a)) rows = std::min<int64_t>(rows, (int64_t(1) << 31) / a.inner);
   rows = std::max<int64_t>(rows, 1);
   return {rows, int((a.n + rows - 1) / rows)};
 }
@@ -250,14 +337,17 @@ void forward(const BatchNormArgs& a) {
       using S = acc_t<T>;
       if (a.training) {
         const Splits s = split_rows(a);
-        const dim3 grid(unsigned(a.c), unsigned(s.count));
+        const dim3 grid(unsigned(split_blocks(a)), unsigned(s.count));
+        const bool tiled = tiles_channels(a);
         if (s.count == 1) {
-          partial_stats_kernel<T, P, S, true><<<grid, kThreads, 0, stream>>>(a, s.rows, nullptr);
+          auto* stats = tiled ? tile_stats_kernel<T, P, S, true> : partial_stats_kernel<T, P, S, true>;
+          stats<<<grid, kThreads, 0, stream>>>(a, s.rows, nullptr);
           EMBER_CUDA_CHECK_LAUNCH();
         } else {
           Tensor partials = empty({a.c * s.count * int64_t(sizeof(Welford<S>))}, DType::Bool, cuda_device(a.device));
           auto* p = static_cast<Welford<S>*>(partials.data_ptr());
-          partial_stats_kernel<T, P, S, false><<<grid, kThreads, 0, stream>>>(a, s.rows, p);
+          auto* stats = tiled ? tile_stats_kernel<T, P, S, false> : partial_stats_kernel<T, P, S, false>;
+          stats<<<grid, kThreads, 0, stream>>>(a, s.rows, p);
           EMBER_CUDA_CHECK_LAUNCH();
           merge_stats_kernel<P, S><<<warp_blocks(a.c), kThreads, 0, stream>>>(a, p, s.count);
           EMBER_CUDA_CHECK_LAUNCH();
@@ -283,15 +373,18 @@ void backward(const BatchNormArgs& a) {
         sums = empty({2, a.c}, batch_norm_stats_dtype(a.dtype), cuda_device(a.device));
         S* out = static_cast<S*>(sums.data_ptr());
         const Splits s = split_rows(a);
-        const dim3 grid(unsigned(a.c), unsigned(s.count));
+        const dim3 grid(unsigned(split_blocks(a)), unsigned(s.count));
+        const bool tiled = tiles_channels(a);
         if (s.count == 1) {
-          partial_sums_kernel<T, P, S, true><<<grid, kThreads, 0, stream>>>(a, s.rows, nullptr, out);
+          auto* grad_sums = tiled ? tile_sums_kernel<T, P, S, true> : partial_sums_kernel<T, P, S, true>;
+          grad_sums<<<grid, kThreads, 0, stream>>>(a, s.rows, nullptr, out);
           EMBER_CUDA_CHECK_LAUNCH();
         } else {
           Tensor partials =
               empty({a.c * s.count * int64_t(sizeof(GradSums<S>))}, DType::Bool, cuda_device(a.device));
           auto* p = static_cast<GradSums<S>*>(partials.data_ptr());
-          partial_sums_kernel<T, P, S, false><<<grid, kThreads, 0, stream>>>(a, s.rows, p, out);
+          auto* grad_sums = tiled ? tile_sums_kernel<T, P, S, false> : partial_sums_kernel<T, P, S, false>;
+          grad_sums<<<grid, kThreads, 0, stream>>>(a, s.rows, p, out);
           EMBER_CUDA_CHECK_LAUNCH();
           merge_sums_kernel<P, S><<<warp_blocks(a.c), kThreads, 0, stream>>>(a, p, s.count, out);
           EMBER_CUDA_CHECK_LAUNCH();

@@ -26,10 +26,12 @@ testing::Tolerance bn_tolerance(DType dt, int64_t m = 0) {
 
 const std::vector<Shape>& shapes() {
   // Also channels split among many blocks: wide planes (inner 81, 784) and
-  // narrow ones walked flat (inner 1 and 5).
-  static const std::vector<Shape> all = {{7, 5},       {3, 4, 33, 35},   {2, 3, 1025},     {2, 3, 4, 5, 6},
-                                         {1, 2, 1, 2}, {64, 3, 9, 9},    {300, 7},         {257, 3, 5},
-                                         {32, 8, 28, 28}};
+  // narrow ones walked flat (inner 1 and 5); (N, C) with 40 channels, walked
+  // in tiles of 32 channels (the second one partial), and with so many that
+  // one split of the rows fills the device (each tile finishes its channels).
+  static const std::vector<Shape> all = {{7, 5},       {3, 4, 33, 35}, {2, 3, 1025}, {2, 3, 4, 5, 6},
+                                         {1, 2, 1, 2}, {64, 3, 9, 9},  {300, 7},     {257, 3, 5},
+                                         {32, 8, 28, 28}, {300, 40},   {3, 40000}};
   return all;
 }
 
@@ -130,7 +132,8 @@ TEST(CudaBatchNorm, ChannelsLastMatchesCpu) {
   EMBER_REQUIRE_CUDA();
   const MemoryFormat cl = MemoryFormat::ChannelsLast;
   for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16}) {
-    for (const Shape& shape : std::vector<Shape>{{4, 32, 14, 14}, {3, 5, 7, 9}, {64, 64, 7, 7}}) {
+    // Tiles of 32 channels (whole, two, one partial) and a few channels walked one by one.
+    for (const Shape& shape : std::vector<Shape>{{4, 32, 14, 14}, {3, 5, 7, 9}, {64, 64, 7, 7}, {6, 45, 3, 5}}) {
       for (bool training : {true, false}) {
         Generator g(shape[1]);
         // Half inputs normalize with float32 parameters, as under autocast.
