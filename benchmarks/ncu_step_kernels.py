@@ -17,7 +17,7 @@ def kernels(precision, steps):
     rows = [r for r in csv.reader(io.StringIO(out[out.find('"ID"'):]))]
     head, rows = rows[0], rows[1:]
     k, v, unit = head.index("Kernel Name"), head.index("Metric Value"), head.index("Metric Unit")
-    scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}
+    scale = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}
     return [(r[k], float(r[v].replace(",", "")) * scale[r[unit]]) for r in rows]
 for precision in rest:
     a, b = kernels(precision, 1), kernels(precision, 3)

@@ -75,8 +75,9 @@ struct FusedStepArgs {
 
 // The checks each step kernel makes first (an ember::Error naming `op` when
 // the arguments break the contract above: a low_copy outside a float32
-// step, or a low_dtype other than float16 and bfloat16).
-void check_fused_step(const FusedStepArgs& args, const char* op);
+// step, or a low_dtype other than float16 and bfloat16); returns whether
+// some tensor of the step has a low_copy.
+bool check_fused_step(const FusedStepArgs& args, const char* op);
 
 // SGD: state[0] = momentum buffer (when momentum != 0; then step is set and
 // a step count of 0 makes the buffer take the gradient itself).

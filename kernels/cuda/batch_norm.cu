@@ -4,8 +4,8 @@
 // batch rows among several blocks, enough blocks over all channels to fill
 // the device (about 8 per multiprocessor): block (c, s) reduces rows
 // [s * rows, (s + 1) * rows) of channel c into one partial result, and a
-// second kernel merges a channel's partials with one warp (in a fixed order:
-// the result does not depend on scheduling). With a single split the block
+// second kernel merges a channel's partials with one block (in a fixed
+// order: the result does not depend on scheduling). With a single split the block
 // finishes the channel itself. A block walks each of its rows' inner
 // values with consecutive threads (coalesced); where inner is small it
 // walks the flattened (row, inner) values instead, with 32-bit index math.
@@ -153,17 +153,18 @@ __global__ void tile_stats_kernel(BatchNormArgs a, int64_t rows, Welford<S>* par
   }
 }
 
-// A warp per channel: lane l merges partials l, l + 32, ..., then the warp's
-// tree (a fixed order).
+// A block per channel (merge_threads): thread t merges partials t,
+// t + blockDim.x, ..., then the block's tree (a fixed order). A tiled
+// reduction leaves about a thousand partials per channel, which one warp
+// would merge 30 deep.
 template <typename P, typename S>
 __global__ void merge_stats_kernel(BatchNormArgs a, const Welford<S>* partials, int splits) {
-  const int64_t c = int64_t(blockIdx.x) * (kThreads / 32) + (threadIdx.x >> 5);
-  if (c >= a.c) return;  // whole warps leave together
-  const int lane = threadIdx.x & 31;
+  __shared__ Welford<S> shared[32];
+  const int64_t c = blockIdx.x;
   Welford<S> w;
-  for (int s = lane; s < splits; s += 32) w.merge(partials[c * splits + s]);
-  w = warp_welford(w);
-  if (lane == 0) write_stats<P, S>(a, c, w);
+  for (int s = threadIdx.x; s < splits; s += blockDim.x) w.merge(partials[c * splits + s]);
+  w = block_welford(w, shared);
+  if (threadIdx.x == 0) write_stats<P, S>(a, c, w);
 }
 
 template <typename P, typename S>
@@ -188,6 +189,16 @@ __device__ __forceinline__ void for_each_element(const BatchNormArgs& a, F&& f) 
   }
   const int64_t total = planes * a.inner;
   const int64_t first = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, step = int64_t(gridDim.x) * blockDim.x;
+  if (a.inner == 1 && total <= INT32_MAX) {  // channels innermost: the channel advances by step mod c
+    const uint32_t channels = uint32_t(a.c), advance = uint32_t(step % a.c);
+    uint32_t c = uint32_t(first % a.c);
+    for (uint32_t i = uint32_t(first); i < uint32_t(total); i += uint32_t(step)) {
+      f(i, c);
+      c += advance;
+      if (c >= channels) c -= channels;
+    }
+    return;
+  }
   if (total <= INT32_MAX) {
     const uint32_t inner = uint32_t(a.inner), channels = uint32_t(a.c);
     for (uint32_t i = uint32_t(first); i < uint32_t(total); i += uint32_t(step)) f(i, i / inner % channels);
@@ -269,19 +280,19 @@ __global__ void tile_sums_kernel(BatchNormArgs a, int64_t rows, GradSums<S>* par
   }
 }
 
+// merge_stats_kernel's order, for the gradient sums.
 template <typename P, typename S>
 __global__ void merge_sums_kernel(BatchNormArgs a, const GradSums<S>* partials, int splits, S* sums) {
-  const int64_t c = int64_t(blockIdx.x) * (kThreads / 32) + (threadIdx.x >> 5);
-  if (c >= a.c) return;  // whole warps leave together
-  const int lane = threadIdx.x & 31;
+  __shared__ S shared[32];
+  const int64_t c = blockIdx.x;
   GradSums<S> g;
-  for (int s = lane; s < splits; s += 32) {
+  for (int s = threadIdx.x; s < splits; s += blockDim.x) {
     g.dy += partials[c * splits + s].dy;
     g.dy_xhat += partials[c * splits + s].dy_xhat;
   }
-  g.dy = warp_sum(g.dy);
-  g.dy_xhat = warp_sum(g.dy_xhat);
-  if (lane == 0) write_sums<P, S>(a, c, g, sums);
+  g.dy = block_sum(g.dy, shared);
+  g.dy_xhat = block_sum(g.dy_xhat, shared);
+  if (threadIdx.x == 0) write_sums<P, S>(a, c, g, sums);
 }
 
 template <typename T, typename P, typename S>
@@ -322,7 +333,8 @@ Splits split_rows(const BatchNormArgs& a) {
 }
 
 unsigned channel_blocks(int64_t c) { return unsigned((c + kThreads - 1) / kThreads); }
-unsigned warp_blocks(int64_t c) { return unsigned((c + kThreads / 32 - 1) / (kThreads / 32)); }
+// The threads of a merge block: a warp for each 32 splits, up to kThreads.
+unsigned merge_threads(int splits) { return unsigned(std::min(kThreads, (splits + 31) / 32 * 32)); }
 
 unsigned element_blocks(const BatchNormArgs& a) {
   const int64_t work = a.inner >= kWidePlane ? a.n * a.c : (a.n * a.c * a.inner + kThreads - 1) / kThreads;
@@ -349,7 +361,7 @@ void forward(const BatchNormArgs& a) {
           auto* stats = tiled ? tile_stats_kernel<T, P, S, false> : partial_stats_kernel<T, P, S, false>;
           stats<<<grid, kThreads, 0, stream>>>(a, s.rows, p);
           EMBER_CUDA_CHECK_LAUNCH();
-          merge_stats_kernel<P, S><<<warp_blocks(a.c), kThreads, 0, stream>>>(a, p, s.count);
+          merge_stats_kernel<P, S><<<unsigned(a.c), merge_threads(s.count), 0, stream>>>(a, p, s.count);
           EMBER_CUDA_CHECK_LAUNCH();
         }
       } else {
@@ -386,7 +398,7 @@ void backward(const BatchNormArgs& a) {
           auto* grad_sums = tiled ? tile_sums_kernel<T, P, S, false> : partial_sums_kernel<T, P, S, false>;
           grad_sums<<<grid, kThreads, 0, stream>>>(a, s.rows, p, out);
           EMBER_CUDA_CHECK_LAUNCH();
-          merge_sums_kernel<P, S><<<warp_blocks(a.c), kThreads, 0, stream>>>(a, p, s.count, out);
+          merge_sums_kernel<P, S><<<unsigned(a.c), merge_threads(s.count), 0, stream>>>(a, p, s.count, out);
           EMBER_CUDA_CHECK_LAUNCH();
         }
       }

@@ -161,20 +161,11 @@ void advance_steps(const FusedStepArgs& a, cudaStream_t stream) {
   flush();
 }
 
-// True when some tensor of the step has a low copy.
-bool has_low_copies(const FusedStepArgs& a) {
-  for (int64_t t = 0; t < a.count; ++t) {
-    if (a.tensors[t].low_copy != nullptr) return true;
-  }
-  return false;
-}
-
 // Calls run.template operator()<T, C>() for the step's param type T and low
 // copy type C (T itself when there are no copies).
 template <typename Run>
 void dispatch_step(const FusedStepArgs& a, const char* op, Run&& run) {
-  optim::check_fused_step(a, op);
-  if (has_low_copies(a)) {
+  if (optim::check_fused_step(a, op)) {
     if (a.low_dtype == DType::Float16) run.template operator()<float, Half>();
     else run.template operator()<float, BFloat16>();
     return;
