@@ -5,8 +5,8 @@
 // the device (about 8 per multiprocessor): block (c, s) reduces rows
 // [s * rows, (s + 1) * rows) of channel c into one partial result, and a
 // second kernel merges a channel's partials with one block (in a fixed
-// order: the result does not depend on scheduling). With a single split the block
-// finishes the channel itself. A block walks each of its rows' inner
+// order: the result does not depend on scheduling). With a single split
+// the block finishes the channel itself. A block walks each of its rows' inner
 // values with consecutive threads (coalesced); where inner is small it
 // walks the flattened (row, inner) values instead, with 32-bit index math.
 // Where inner is 1 and the channels are many (a channels-last input as
@@ -21,7 +21,9 @@
 // the running statistics into save_mean / save_invstd instead. Then
 // y = x * scale + shift per element (scale, shift from the channel's
 // statistics, weight and bias), one block per (row, channel) plane where
-// planes are wide, a flat grid-stride loop otherwise.
+// planes are wide, the reductions' tiles where they walk tiles (a thread's
+// channel fixed, its coefficients read once), a flat grid-stride loop
+// otherwise.
 // Backward: partial sums of grad_output and grad_output * xhat, merged into
 // grad_bias / grad_weight and a scratch buffer; then grad_input per element
 // as the forward's normalization is laid out.
@@ -207,15 +209,39 @@ __device__ __forceinline__ void for_each_element(const BatchNormArgs& a, F&& f) 
   }
 }
 
+// Channel c's y = x * scale + shift.
+template <typename P, typename S>
+struct Affine {
+  S scale, shift;
+  __device__ __forceinline__ Affine(const BatchNormArgs& a, int64_t c) {
+    scale = static_cast<const S*>(a.save_invstd)[c] * (a.weight ? load<P, S>(a.weight, c) : S(1));
+    shift = (a.bias ? load<P, S>(a.bias, c) : S(0)) - static_cast<const S*>(a.save_mean)[c] * scale;
+  }
+};
+
 template <typename T, typename P, typename S>
 __global__ void normalize_kernel(BatchNormArgs a) {
-  const S* mean = static_cast<const S*>(a.save_mean);
-  const S* invstd = static_cast<const S*>(a.save_invstd);
   for_each_element(a, [&](int64_t i, int64_t c) {
-    const S scale = invstd[c] * (a.weight ? load<P, S>(a.weight, c) : S(1));
-    const S shift = (a.bias ? load<P, S>(a.bias, c) : S(0)) - mean[c] * scale;
-    store<T, S>(a.output, i, load<T, S>(a.input, i) * scale + shift);
+    const Affine<P, S> f(a, c);
+    store<T, S>(a.output, i, load<T, S>(a.input, i) * f.scale + f.shift);
   });
+}
+
+// This thread's channel in a tile, clamped to the last one: lanes past it
+// read its coefficients and write nothing (for_tile_values).
+__device__ __forceinline__ int64_t tile_channel(const BatchNormArgs& a) {
+  return ::min(int64_t(blockIdx.x) * kTileChannels + threadIdx.x % kTileChannels, a.c - 1);
+}
+
+// normalize_kernel over tiles of channels (tiles_channels), block (t, s)
+// taking rows [s * rows, (s + 1) * rows): a thread's channel is fixed, so its
+// coefficients are read once.
+template <typename T, typename P, typename S>
+__global__ void normalize_tile_kernel(BatchNormArgs a, int64_t rows) {
+  const int64_t b0 = int64_t(blockIdx.y) * rows, b1 = ::min(a.n, b0 + rows);
+  const Affine<P, S> f(a, tile_channel(a));
+  for_tile_values(a, b0, b1,
+                  [&](int64_t at) { store<T, S>(a.output, at, load<T, S>(a.input, at) * f.scale + f.shift); });
 }
 
 // The channel's sum(dy) and sum(dy * xhat).
@@ -295,20 +321,43 @@ __global__ void merge_sums_kernel(BatchNormArgs a, const GradSums<S>* partials, 
   if (threadIdx.x == 0) write_sums<P, S>(a, c, g, sums);
 }
 
+// Channel c's terms of dx = (dy - sum(dy) / m - xhat * sum(dy * xhat) / m) *
+// invstd * weight (dy * invstd * weight in eval mode), in the CPU kernel's
+// order of operations.
+template <typename P, typename S>
+struct GradInputTerms {
+  S mean, invstd, scale, sum_dy, sum_dy_xhat;
+  __device__ __forceinline__ GradInputTerms(const BatchNormArgs& a, const S* sums, int64_t c) {
+    mean = static_cast<const S*>(a.save_mean)[c];
+    invstd = static_cast<const S*>(a.save_invstd)[c];
+    scale = invstd * (a.weight ? load<P, S>(a.weight, c) : S(1));
+    sum_dy = a.training ? sums[c] : S(0);
+    sum_dy_xhat = a.training ? sums[c + a.c] : S(0);
+  }
+  template <typename T>
+  __device__ __forceinline__ S dx(const BatchNormArgs& a, int64_t i) const {
+    S d = load<T, S>(a.grad_output, i);
+    if (a.training) {
+      const S m = S(a.n * a.inner), xhat = (load<T, S>(a.input, i) - mean) * invstd;
+      d = d - sum_dy / m - xhat * sum_dy_xhat / m;
+    }
+    return d * scale;
+  }
+};
+
 template <typename T, typename P, typename S>
 __global__ void grad_input_kernel(BatchNormArgs a, const S* sums) {
-  const S m = S(a.n * a.inner);
-  const S* mean = static_cast<const S*>(a.save_mean);
-  const S* invstd = static_cast<const S*>(a.save_invstd);
   for_each_element(a, [&](int64_t i, int64_t c) {
-    const S scale = invstd[c] * (a.weight ? load<P, S>(a.weight, c) : S(1));
-    S dx = load<T, S>(a.grad_output, i);
-    if (a.training) {
-      const S xhat = (load<T, S>(a.input, i) - mean[c]) * invstd[c];
-      dx = dx - sums[c] / m - xhat * sums[c + a.c] / m;
-    }
-    store<T, S>(a.grad_input, i, dx * scale);
+    store<T, S>(a.grad_input, i, GradInputTerms<P, S>(a, sums, c).template dx<T>(a, i));
   });
+}
+
+// grad_input_kernel over tiles of channels (see normalize_tile_kernel).
+template <typename T, typename P, typename S>
+__global__ void grad_input_tile_kernel(BatchNormArgs a, int64_t rows, const S* sums) {
+  const int64_t b0 = int64_t(blockIdx.y) * rows, b1 = ::min(a.n, b0 + rows);
+  const GradInputTerms<P, S> terms(a, sums, tile_channel(a));
+  for_tile_values(a, b0, b1, [&](int64_t at) { store<T, S>(a.grad_input, at, terms.template dx<T>(a, at)); });
 }
 
 // How the channels' rows are split among blocks.
@@ -347,10 +396,10 @@ void forward(const BatchNormArgs& a) {
   EMBER_DISPATCH_FLOAT(a.dtype, "batch_norm", [&]<typename T>() {
     dispatch_same_or_float32<T>(a.dtype, a.param_dtype, "batch_norm", [&]<typename P>() {
       using S = acc_t<T>;
+      const Splits s = split_rows(a);
+      const dim3 grid(unsigned(split_blocks(a)), unsigned(s.count));
+      const bool tiled = tiles_channels(a);
       if (a.training) {
-        const Splits s = split_rows(a);
-        const dim3 grid(unsigned(split_blocks(a)), unsigned(s.count));
-        const bool tiled = tiles_channels(a);
         if (s.count == 1) {
           auto* stats = tiled ? tile_stats_kernel<T, P, S, true> : partial_stats_kernel<T, P, S, true>;
           stats<<<grid, kThreads, 0, stream>>>(a, s.rows, nullptr);
@@ -368,7 +417,8 @@ void forward(const BatchNormArgs& a) {
         running_stats_kernel<P, S><<<channel_blocks(a.c), kThreads, 0, stream>>>(a);
         EMBER_CUDA_CHECK_LAUNCH();
       }
-      normalize_kernel<T, P, S><<<element_blocks(a), kThreads, 0, stream>>>(a);
+      if (tiled) normalize_tile_kernel<T, P, S><<<grid, kThreads, 0, stream>>>(a, s.rows);
+      else normalize_kernel<T, P, S><<<element_blocks(a), kThreads, 0, stream>>>(a);
       EMBER_CUDA_CHECK_LAUNCH();
     });
   });
@@ -381,12 +431,12 @@ void backward(const BatchNormArgs& a) {
     dispatch_same_or_float32<T>(a.dtype, a.param_dtype, "batch_norm_backward", [&]<typename P>() {
       using S = acc_t<T>;
       Tensor sums;
+      const Splits s = split_rows(a);
+      const dim3 grid(unsigned(split_blocks(a)), unsigned(s.count));
+      const bool tiled = tiles_channels(a);
       if (a.grad_weight || a.grad_bias || (a.grad_input && a.training)) {
         sums = empty({2, a.c}, batch_norm_stats_dtype(a.dtype), cuda_device(a.device));
         S* out = static_cast<S*>(sums.data_ptr());
-        const Splits s = split_rows(a);
-        const dim3 grid(unsigned(split_blocks(a)), unsigned(s.count));
-        const bool tiled = tiles_channels(a);
         if (s.count == 1) {
           auto* grad_sums = tiled ? tile_sums_kernel<T, P, S, true> : partial_sums_kernel<T, P, S, true>;
           grad_sums<<<grid, kThreads, 0, stream>>>(a, s.rows, nullptr, out);
@@ -403,8 +453,9 @@ void backward(const BatchNormArgs& a) {
         }
       }
       if (a.grad_input) {
-        const S* s = sums.defined() ? static_cast<const S*>(sums.data_ptr()) : nullptr;
-        grad_input_kernel<T, P, S><<<element_blocks(a), kThreads, 0, stream>>>(a, s);
+        const S* totals = sums.defined() ? static_cast<const S*>(sums.data_ptr()) : nullptr;
+        if (tiled) grad_input_tile_kernel<T, P, S><<<grid, kThreads, 0, stream>>>(a, s.rows, totals);
+        else grad_input_kernel<T, P, S><<<element_blocks(a), kThreads, 0, stream>>>(a, totals);
         EMBER_CUDA_CHECK_LAUNCH();
       }
     });

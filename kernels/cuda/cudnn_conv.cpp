@@ -9,10 +9,12 @@
 //   go do not leak handles.
 // - Plans: each direction (forward, backward-data, backward-filter) of a
 //   configuration (shapes, stride, padding, dilation, groups, dtype, memory
-//   format (NCHW, or channels-last: NHWC tensors, the tensor-core engines'
-//   own layout, so cuDNN transposes nothing), the alignment of each data
-//   pointer, TF32 switch) on a handle is one
-//   operation graph of one convolution node. Its execution plan is made at
+//   format, the alignment of each data pointer, TF32 switch) on a handle is
+//   one operation graph of one convolution node. The memory format is NCHW,
+//   or channels-last: NHWC tensors, the layout of the tensor-core engines of
+//   the half types, which then need no layout transposes around them (an
+//   engine of another layout, as cuDNN picks for some float32 and
+//   one-channel cases, transposes inside the plan). Its execution plan is made at
 //   the first call (a capture may make it): cuDNN's heuristics (mode A,
 //   then its fallback list) rank the engine configurations; the first whose
 //   numerics the dtype allows, that finalizes, and whose workspace the
@@ -174,8 +176,9 @@ std::string shapes_str(const ConvArgs& a) {
 
 std::string config_str(const ConvArgs& a) {
   std::ostringstream what;
-  what << shapes_str(a) << (a.channels_last ? " channels-last" : "") << ", stride (" << a.stride_h << ", " << a.stride_w << "), padding (" << a.padding_h << ", "
-       << a.padding_w << "), dilation (" << a.dilation_h << ", " << a.dilation_w << "), groups " << a.groups;
+  what << shapes_str(a) << (a.channels_last ? " channels-last" : "") << ", stride (" << a.stride_h << ", "
+       << a.stride_w << "), padding (" << a.padding_h << ", " << a.padding_w << "), dilation (" << a.dilation_h
+       << ", " << a.dilation_w << "), groups " << a.groups;
   return what.str();
 }
 
