@@ -2,8 +2,9 @@
 // change layout in place (the one-channel weight included), the CNN of
 // examples/train computes the loss and gradients of its NCHW twin with
 // channels-last gradients, Adam steps it alike (its state laid out as the
-// parameters, through a state_dict round trip too), and state dicts load
-// into it without changing its layout.
+// parameters, through a state_dict round trip too), under bfloat16 autocast
+// too (kept casts laid out as the weights), and state dicts load into it
+// without changing its layout.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -103,6 +104,43 @@ TEST(ChannelsLastModule, CnnLossGradientsAndAdamStepsMatchNchw) {
   continued.step();
   auto p2 = cl2->named_parameters();
   for (const auto& item : t.cl->named_parameters()) EXPECT_LT(max_diff(item.value, p2[item.key]), 1e-12) << item.key;
+}
+
+// Under autocast the convolutions take bfloat16 casts of channels-last
+// weights: the kept casts are channels-last too, so the fused Adam step
+// rewrites them flat beside the weights, and every step equals the NCHW
+// twin's bit for bit (the CPU kernels sum in the same order in either
+// layout): a stale or permuted cast would show.
+TEST(ChannelsLastModule, AutocastStepsMatchNchw) {
+  manual_seed(4);
+  auto nchw = train::make_cnn(0);
+  auto cl = nn::clone(nchw);
+  cl->to(kCL);
+  optim::Adam opt_ref(nchw->parameters(), {.lr = 1e-2});
+  optim::Adam opt_cl(cl->parameters(), {.lr = 1e-2});
+  for (int step = 0; step < 3; ++step) {
+    Generator g(step);
+    Tensor x = randn({4, 1, 28, 28}, DType::Float32, kCPU, &g);
+    Tensor target = randint(0, 10, {4}, DType::Int64, kCPU, &g);
+    Tensor l_ref, l_cl;
+    {
+      amp::autocast region(DType::BFloat16, DeviceType::CPU);
+      l_ref = nn::functional::cross_entropy(nchw->forward(x), target);
+      l_cl = nn::functional::cross_entropy(cl->forward(x.to(kCL)), target);
+    }
+    EXPECT_EQ(l_cl.item<double>(), l_ref.item<double>()) << step;
+    opt_ref.zero_grad();
+    opt_cl.zero_grad();
+    l_ref.backward();
+    l_cl.backward();
+    opt_ref.step();
+    opt_cl.step();
+  }
+  auto ref = nchw->named_parameters();
+  for (const auto& item : cl->named_parameters()) {
+    EXPECT_EQ(max_diff(item.value, ref[item.key]), 0.0) << item.key;
+    if (item.value.dim() == 4) EXPECT_EQ(item.value.suggest_memory_format(), kCL) << item.key;
+  }
 }
 
 TEST(ChannelsLastModule, StateDictsLoadWithoutChangingTheLayout) {
