@@ -67,12 +67,15 @@ bool strides_follow(const Shape& sizes, const Shape& strides, MemoryFormat forma
     EMBER_CHECK(format == MemoryFormat::Contiguous, "is_contiguous: memory format preserve names no layout to test");
     order = row_major_inner_to_outer(sizes.size());
   }
-  if (std::find(sizes.begin(), sizes.end(), 0) != sizes.end()) return true;
+  // An empty tensor is contiguous (as in PyTorch), but channels-last only
+  // when its strides are channels-last's.
+  const bool empty = std::find(sizes.begin(), sizes.end(), 0) != sizes.end();
+  if (empty && format == MemoryFormat::Contiguous) return true;
   int64_t expected = 1;
   for (size_t d : order) {
     if (sizes[d] == 1) continue;
     if (strides[d] != expected) return false;
-    expected *= sizes[d];
+    expected *= std::max<int64_t>(sizes[d], 1);
   }
   return true;
 }

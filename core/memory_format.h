@@ -19,7 +19,8 @@ Shape contiguous_strides(const Shape& sizes);
 // strides of its own).
 Shape format_strides(const char* op, const Shape& sizes, MemoryFormat format);
 // Whether the elements lie densely in format's order, ignoring the strides
-// of size-1 dims.
+// of size-1 dims (an empty tensor is contiguous whatever its strides, and
+// channels-last when its strides are channels-last's, as in PyTorch).
 bool strides_follow(const Shape& sizes, const Shape& strides, MemoryFormat format);
 // Whether a 4-D layout orders its strides as channels-last does (C
 // innermost, then W, H, N; dense or not), PyTorch's

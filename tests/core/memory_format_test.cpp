@@ -62,6 +62,19 @@ TEST(MemoryFormat, ChannelsLastStridesAndTests) {
   EXPECT_FALSE(c.expand({2, 2, 3, 4, 5}).is_non_overlapping_and_dense());
 }
 
+TEST(MemoryFormat, AnEmptyTensorIsChannelsLastOnlyWithItsStrides) {
+  // Contiguous whatever its strides, as in PyTorch; channels-last only when
+  // made so, and contiguous(ChannelsLast) of it is then itself.
+  Tensor made_contiguous = empty({0, 3, 4, 4});
+  EXPECT_TRUE(made_contiguous.is_contiguous());
+  EXPECT_FALSE(made_contiguous.is_contiguous(kCL));
+  Tensor made_cl = empty({0, 3, 4, 4}, DType::Float32, kCPU, kCL);
+  EXPECT_TRUE(made_cl.is_contiguous(kCL));
+  EXPECT_TRUE(made_cl.contiguous(kCL).is_same(made_cl));
+  EXPECT_TRUE(empty({2, 0, 4, 4}, DType::Float32, kCPU, kCL).is_contiguous(kCL));
+  EXPECT_TRUE(made_contiguous.contiguous(kCL).is_contiguous(kCL));
+}
+
 TEST(MemoryFormat, OneChannelTiesAreBrokenByTheExactStrides) {
   // (N, 1, H, W) lies the same in both formats; its strides say which it is.
   Tensor one = randn({2, 1, 4, 5});

@@ -145,5 +145,28 @@ TEST(CudaElementwise, ChannelsLastInputsKeepTheirLayout) {
   }
 }
 
+// Copies between the devices keep a channels-last layout (converted on the
+// source side, the bytes moved as they lie), and a channels-last slice on
+// the GPU, which is not one dense block, gives channels-last results.
+TEST(CudaElementwise, ChannelsLastCopiesAcrossDevicesKeepTheLayout) {
+  EMBER_REQUIRE_CUDA();
+  const MemoryFormat cl = MemoryFormat::ChannelsLast;
+  Generator g(4);
+  Tensor c = randn({3, 5, 7, 9}, DType::Float32, kCPU, &g);
+  Tensor x = c.to(cl);
+  for (DType dt : {DType::Float32, DType::Float16, DType::BFloat16}) {
+    Tensor on_gpu = x.to(cuda_device(0), dt);
+    EXPECT_EQ(on_gpu.strides(), x.strides()) << dtype_name(dt);
+    Tensor back = on_gpu.to(kCPU, DType::Float32);
+    EXPECT_EQ(back.strides(), x.strides()) << dtype_name(dt);
+    EXPECT_EQ(to_vector<float>(back), to_vector<float>(c.to(dt).to(DType::Float32))) << dtype_name(dt);
+    Tensor r = relu(on_gpu.narrow(1, 1, 3));
+    EXPECT_TRUE(r.is_contiguous(cl)) << dtype_name(dt);
+    EXPECT_EQ(to_vector<float>(r.to(kCPU, DType::Float32)),
+              to_vector<float>(relu(c.to(dt).narrow(1, 1, 3)).to(DType::Float32)))
+        << dtype_name(dt);
+  }
+}
+
 }  // namespace
 }  // namespace ember
