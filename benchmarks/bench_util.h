@@ -15,7 +15,8 @@
 // - backward_and_step(): loss.backward() and optimizer.step(), or, with a
 //   GradScaler, the scaled backward, the step it skips on an inf/NaN
 //   gradient, and the scale's update: the end of every benchmark's
-//   training step in float32 and in mixed precision alike.
+//   training step in float32 and in mixed precision alike; backward() and
+//   step() are its two halves.
 // - time_steps(): runs `step` warmup times, then `steps` times, and returns
 //   each timed step's milliseconds: on a CUDA device the time between CUDA
 //   events recorded on its current stream before and after the step,
@@ -155,15 +156,23 @@ inline double p95(std::vector<double> v) {
   return v[std::max<size_t>(rank, 1) - 1];
 }
 
-inline void backward_and_step(const Tensor& loss, optim::Optimizer& optimizer, amp::GradScaler* scaler) {
+inline void backward(const Tensor& loss, amp::GradScaler* scaler) {
+  if (scaler) scaler->scale(loss).backward();
+  else loss.backward();
+}
+
+inline void step(optim::Optimizer& optimizer, amp::GradScaler* scaler) {
   if (scaler) {
-    scaler->scale(loss).backward();
     scaler->step(optimizer);
     scaler->update();
   } else {
-    loss.backward();
     optimizer.step();
   }
+}
+
+inline void backward_and_step(const Tensor& loss, optim::Optimizer& optimizer, amp::GradScaler* scaler) {
+  backward(loss, scaler);
+  step(optimizer, scaler);
 }
 
 inline std::vector<double> time_steps(Device device, int warmup, int steps, const std::function<void()>& step) {

@@ -30,6 +30,11 @@
 // other rows of the default table. --fp32-layout sets the layout of the
 // fp32 side (default: the row's own), to set AMP in channels-last against
 // fp32 in NCHW.
+// --host-phases on prints another table instead (eager, CUDA): the host's time
+// in each phase of a step (the forward and the loss, zero_grad, backward,
+// the optimizer step with the scaler's), the median of --steps steps, each
+// issued onto an idle device (synchronized after it, untimed): where the
+// host time of a host-bound step goes.
 //
 // Timing: on cuda:0 when a GPU is visible, the median over 100 steps (after
 // 10 warm-up steps) of the time between CUDA events recorded before and
@@ -42,6 +47,7 @@
 // made during the timed steps (ember::cuda::num_device_allocs): it must be
 // 0, since after warm-up every tensor of a step reuses cached memory.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -107,6 +113,7 @@ struct Prepared {
   std::unique_ptr<optim::Optimizer> optimizer;
   Tensor input, target;
   std::optional<amp::GradScaler> scaler;
+  std::function<Tensor()> forward;  // the forward and the loss (under autocast for AMP)
   std::function<void()> step;
 #if EMBER_WITH_CUDA
   std::optional<cuda::Graph> graph;
@@ -133,13 +140,13 @@ std::unique_ptr<Prepared> prepare(const Case& c, const std::string& precision, c
   const std::optional<DType> low = autocast_dtype(precision);
   if (low == DType::Float16) p->scaler.emplace();
   Prepared* r = p.get();
-  p->step = [r, low, device] {
-    Tensor loss;
-    {
-      std::optional<amp::autocast> autocast;
-      if (low) autocast.emplace(device.type, *low);
-      loss = nn::functional::cross_entropy((*r->model)(r->input), r->target);
-    }
+  p->forward = [r, low, device] {
+    std::optional<amp::autocast> autocast;
+    if (low) autocast.emplace(device.type, *low);
+    return nn::functional::cross_entropy((*r->model)(r->input), r->target);
+  };
+  p->step = [r] {
+    Tensor loss = r->forward();
     r->optimizer->zero_grad();
     bench::backward_and_step(loss, *r->optimizer, r->scaler ? &*r->scaler : nullptr);
   };
@@ -219,6 +226,77 @@ Interleaved interleave(const Case& c, const std::string& precision, const std::s
   return out;
 }
 
+// The host's microseconds in each phase of an eager step (--host-phases).
+struct HostPhases {
+  double forward = 0, zero_grad = 0, backward = 0, step = 0;
+};
+
+HostPhases host_phases(const Case& c, const std::string& precision, const std::string& layout, Device device,
+                       int warmup, int steps) {
+  const std::unique_ptr<Prepared> p = prepare(c, precision, layout, /*graphed=*/false, device, warmup);
+  amp::GradScaler* scaler = p->scaler ? &*p->scaler : nullptr;
+  using Clock = std::chrono::steady_clock;
+  auto us = [](Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double, std::micro>(b - a).count();
+  };
+  std::vector<double> forward, zero_grad, backward, step;
+  for (int i = 0; i < steps; ++i) {
+#if EMBER_WITH_CUDA
+    cuda::synchronize(device.index);
+#endif
+    const Clock::time_point t0 = Clock::now();
+    Tensor loss = p->forward();
+    const Clock::time_point t1 = Clock::now();
+    p->optimizer->zero_grad();
+    const Clock::time_point t2 = Clock::now();
+    bench::backward(loss, scaler);
+    const Clock::time_point t3 = Clock::now();
+    bench::step(*p->optimizer, scaler);
+    const Clock::time_point t4 = Clock::now();
+    forward.push_back(us(t0, t1));
+    zero_grad.push_back(us(t1, t2));
+    backward.push_back(us(t2, t3));
+    step.push_back(us(t3, t4));
+  }
+  return {bench::median(forward), bench::median(zero_grad), bench::median(backward), bench::median(step)};
+}
+
+int print_host_phases(const std::vector<Case>& cases, const std::vector<std::string>& precisions,
+                      const std::vector<std::string>& models, const std::vector<std::string>& batches,
+                      const std::vector<std::string>& layouts, Device device, int warmup, int steps,
+                      const std::string& where) {
+  std::printf("ember train_step --host-phases: the host's time in each phase of an eager step, median of %d steps "
+              "(after %d warm-up steps), each issued onto an idle device, on %s\n\n",
+              steps, warmup, where.c_str());
+  std::printf("| model | optimizer | precision | layout | batch | forward + loss us | zero_grad us | backward us | "
+              "optimizer step us | total us |\n");
+  std::printf("|---|---|---|---|---:|---:|---:|---:|---:|---:|\n");
+  int status = 0;
+  for (const Case& c : cases) {
+    if (!picked(models, c.model) || !picked(batches, std::to_string(c.batch))) continue;
+    for (const std::string& precision : precisions) {
+      for (const std::string& layout_flag : layouts) {
+        if (layout_flag != layouts.front() && !channels_last(c, layout_flag)) continue;  // the MLP has one layout
+        const std::string layout = channels_last(c, layout_flag) ? layout_flag : "nchw";
+        const auto batch = static_cast<long long>(c.batch);
+        try {
+          const HostPhases h = host_phases(c, precision, layout, device, warmup, steps);
+          std::printf("| %s | %s | %s | %s | %lld | %.1f | %.1f | %.1f | %.1f | %.1f |\n", c.model, c.optimizer,
+                      precision.c_str(), layout.c_str(), batch, h.forward, h.zero_grad, h.backward, h.step,
+                      h.forward + h.zero_grad + h.backward + h.step);
+        } catch (const Error& e) {
+          std::printf("| %s | %s | %s | %s | %lld | failed | | | | |\n", c.model, c.optimizer, precision.c_str(),
+                      layout.c_str(), batch);
+          std::fprintf(stderr, "%s %s batch %lld: %s\n", c.model, precision.c_str(), batch, e.what());
+          status = 1;
+        }
+        std::fflush(stdout);
+      }
+    }
+  }
+  return status;
+}
+
 // The --interleave table: each AMP precision against fp32, case by case.
 int print_interleaved(const std::vector<Case>& cases, const std::vector<std::string>& precisions,
                       const std::vector<std::string>& modes, const std::vector<std::string>& models,
@@ -274,7 +352,7 @@ int main(int argc, char** argv) {
   bench::Flags flags(argc, argv,
                      "train_step [--device cpu|cuda] [--steps N] [--precision fp32,amp-fp16,amp-bf16] "
                      "[--mode eager,graph] [--model mlp,cnn] [--batch 64,256,...] [--layout nchw,channels-last] "
-                     "[--interleave ROUNDS [--fp32-layout nchw|channels-last]]");
+                     "[--interleave ROUNDS [--fp32-layout nchw|channels-last] | --host-phases on]");
   const Device device = flags.device();
   const bool use_gpu = device.is_cuda();
   const int warmup = use_gpu ? 10 : 2;
@@ -293,6 +371,8 @@ int main(int argc, char** argv) {
   EMBER_CHECK(fp32_layouts.size() <= 1, "train_step: --fp32-layout takes one layout");
   const std::string fp32_layout = fp32_layouts.empty() ? "" : fp32_layouts[0];
   const int rounds = int(flags.count("--interleave", 0, 1000));
+  const bool phases = flags.text("--host-phases", "off", {"on", "off"}) == "on";
+  if (phases && !use_gpu) flags.fail("--host-phases: times the host issuing GPU work, so it needs a CUDA device");
   flags.finish();
 
   std::string where = "cpu (std::chrono wall time)";
@@ -302,6 +382,7 @@ int main(int argc, char** argv) {
   const std::vector<Case> cases = {
       {"mlp", "sgd", 64}, {"mlp", "sgd", 256}, {"mlp", "sgd", 4096}, {"cnn", "adam", 64}, {"cnn", "adam", 256}, {"cnn", "adam", 1024},
   };
+  if (phases) return print_host_phases(cases, precisions, models, batches, layouts, device, warmup, steps, where);
   if (rounds > 0) {
     return print_interleaved(cases, precisions, modes, models, batches, layouts, fp32_layout, device, warmup, steps,
                              rounds, where);
