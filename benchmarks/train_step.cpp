@@ -30,11 +30,11 @@
 // other rows of the default table. --fp32-layout sets the layout of the
 // fp32 side (default: the row's own), to set AMP in channels-last against
 // fp32 in NCHW.
-// --host-phases on prints another table instead (eager, CUDA): the host's time
-// in each phase of a step (the forward and the loss, zero_grad, backward,
-// the optimizer step with the scaler's), the median of --steps steps, each
-// issued onto an idle device (synchronized after it, untimed): where the
-// host time of a host-bound step goes.
+// --host-phases on prints another table instead (eager, CUDA): each phase
+// of a step (the forward and the loss, zero_grad, backward, the optimizer
+// step with the scaler's) timed on the host and on the device (between
+// events recorded at its ends), the median of --steps steps, each issued
+// onto an idle device: where a host-bound step's time goes.
 //
 // Timing: on cuda:0 when a GPU is visible, the median over 100 steps (after
 // 10 warm-up steps) of the time between CUDA events recorded before and
@@ -47,6 +47,7 @@
 // made during the timed steps (ember::cuda::num_device_allocs): it must be
 // 0, since after warm-up every tensor of a step reuses cached memory.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -226,50 +227,71 @@ Interleaved interleave(const Case& c, const std::string& precision, const std::s
   return out;
 }
 
-// The host's microseconds in each phase of an eager step (--host-phases).
+// The microseconds of each phase of an eager step (--host-phases): on the
+// host, and on the device from the event recorded at its start to the
+// event recorded at its end (the device's span waits for the host's issue
+// where the host is slower, and exceeds it where the device is).
+struct Phase {
+  double host = 0, device = 0;
+};
 struct HostPhases {
-  double forward = 0, zero_grad = 0, backward = 0, step = 0;
+  Phase forward, zero_grad, backward, step, total;
 };
 
 HostPhases host_phases(const Case& c, const std::string& precision, const std::string& layout, Device device,
                        int warmup, int steps) {
+  HostPhases out;
+#if EMBER_WITH_CUDA
   const std::unique_ptr<Prepared> p = prepare(c, precision, layout, /*graphed=*/false, device, warmup);
   amp::GradScaler* scaler = p->scaler ? &*p->scaler : nullptr;
   using Clock = std::chrono::steady_clock;
-  auto us = [](Clock::time_point a, Clock::time_point b) {
-    return std::chrono::duration<double, std::micro>(b - a).count();
-  };
-  std::vector<double> forward, zero_grad, backward, step;
+  const cuda::Stream stream = cuda::current_stream(device.index);
+  constexpr int kMarks = 5;  // before the forward, after it, zero_grad, backward and the step
+  std::vector<double> host[kMarks], gpu[kMarks];
   for (int i = 0; i < steps; ++i) {
-#if EMBER_WITH_CUDA
     cuda::synchronize(device.index);
-#endif
-    const Clock::time_point t0 = Clock::now();
+    std::array<Clock::time_point, kMarks> at;
+    std::array<cuda::Event, kMarks> marks{cuda::Event(true), cuda::Event(true), cuda::Event(true), cuda::Event(true),
+                                          cuda::Event(true)};
+    auto mark = [&](int k) {
+      marks[size_t(k)].record(stream);
+      at[size_t(k)] = Clock::now();
+    };
+    mark(0);
     Tensor loss = p->forward();
-    const Clock::time_point t1 = Clock::now();
+    mark(1);
     p->optimizer->zero_grad();
-    const Clock::time_point t2 = Clock::now();
+    mark(2);
     bench::backward(loss, scaler);
-    const Clock::time_point t3 = Clock::now();
+    mark(3);
     bench::step(*p->optimizer, scaler);
-    const Clock::time_point t4 = Clock::now();
-    forward.push_back(us(t0, t1));
-    zero_grad.push_back(us(t1, t2));
-    backward.push_back(us(t2, t3));
-    step.push_back(us(t3, t4));
+    mark(4);
+    marks[kMarks - 1].synchronize();
+    for (int k = 1; k < kMarks; ++k) {
+      host[k].push_back(std::chrono::duration<double, std::micro>(at[size_t(k)] - at[size_t(k - 1)]).count());
+      gpu[k].push_back(1e3 * double(marks[size_t(k - 1)].elapsed_time(marks[size_t(k)])));
+    }
+    host[0].push_back(std::chrono::duration<double, std::micro>(at[kMarks - 1] - at[0]).count());
+    gpu[0].push_back(1e3 * double(marks[0].elapsed_time(marks[kMarks - 1])));
   }
-  return {bench::median(forward), bench::median(zero_grad), bench::median(backward), bench::median(step)};
+  auto phase = [&](int k) { return Phase{bench::median(host[k]), bench::median(gpu[k])}; };
+  out = {phase(1), phase(2), phase(3), phase(4), phase(0)};
+#else
+  (void)c, (void)precision, (void)layout, (void)device, (void)warmup, (void)steps;
+#endif
+  return out;
 }
 
 int print_host_phases(const std::vector<Case>& cases, const std::vector<std::string>& precisions,
                       const std::vector<std::string>& models, const std::vector<std::string>& batches,
                       const std::vector<std::string>& layouts, Device device, int warmup, int steps,
                       const std::string& where) {
-  std::printf("ember train_step --host-phases: the host's time in each phase of an eager step, median of %d steps "
-              "(after %d warm-up steps), each issued onto an idle device, on %s\n\n",
+  std::printf("ember train_step --host-phases: each phase of an eager step, host us / device us (the device's span "
+              "between events recorded at the phase's ends), median of %d steps (after %d warm-up steps), each "
+              "issued onto an idle device, on %s\n\n",
               steps, warmup, where.c_str());
-  std::printf("| model | optimizer | precision | layout | batch | forward + loss us | zero_grad us | backward us | "
-              "optimizer step us | total us |\n");
+  std::printf("| model | optimizer | precision | layout | batch | forward + loss | zero_grad | backward | "
+              "optimizer step | whole step |\n");
   std::printf("|---|---|---|---|---:|---:|---:|---:|---:|---:|\n");
   int status = 0;
   for (const Case& c : cases) {
@@ -281,9 +303,11 @@ int print_host_phases(const std::vector<Case>& cases, const std::vector<std::str
         const auto batch = static_cast<long long>(c.batch);
         try {
           const HostPhases h = host_phases(c, precision, layout, device, warmup, steps);
-          std::printf("| %s | %s | %s | %s | %lld | %.1f | %.1f | %.1f | %.1f | %.1f |\n", c.model, c.optimizer,
-                      precision.c_str(), layout.c_str(), batch, h.forward, h.zero_grad, h.backward, h.step,
-                      h.forward + h.zero_grad + h.backward + h.step);
+          std::printf("| %s | %s | %s | %s | %lld", c.model, c.optimizer, precision.c_str(), layout.c_str(), batch);
+          for (const Phase& ph : {h.forward, h.zero_grad, h.backward, h.step, h.total}) {
+            std::printf(" | %.1f / %.1f", ph.host, ph.device);
+          }
+          std::printf(" |\n");
         } catch (const Error& e) {
           std::printf("| %s | %s | %s | %s | %lld | failed | | | | |\n", c.model, c.optimizer, precision.c_str(),
                       layout.c_str(), batch);
