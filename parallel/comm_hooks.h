@@ -84,6 +84,8 @@ class GradBucket {
   const std::vector<int64_t>& offsets() const { return offsets_; }
   // The gradients as views of buffer() shaped and laid out like the
   // parameters (a channels-last weight's gradient is a channels-last view).
+  // The list lives as long as the bucket, the hook's call: a continuation
+  // that runs later keeps a copy of it.
   const TensorList& gradients() const { return gradients_; }
 
  private:

@@ -41,9 +41,9 @@ TensorList AccumulateGrad::apply(TensorList&& grads) {
     const Shape layout = preserved_strides(leaf);
     bool sole_owner = grad.impl_ptr().use_count() == 1 && grad.storage().use_count() == 1 &&
                       grad.is_non_overlapping_and_dense() && same_layout(grad.sizes(), grad.strides(), layout);
-    if (GradMode::is_enabled()) {  // create_graph: a copy that keeps the history
-      Tensor laid_out = grad.contiguous(leaf.suggest_memory_format());
-      m.grad = laid_out.is_same(grad) ? grad.clone() : laid_out;
+    if (GradMode::is_enabled()) {  // create_graph: a copy that keeps the history (copy_ records it)
+      m.grad = empty_strided(leaf.sizes(), layout, grad.dtype(), grad.device());
+      m.grad.copy_(grad);
     } else {
       m.grad = sole_owner ? grad : copy_like(grad, leaf);
     }

@@ -24,8 +24,14 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
 
 Tensor empty_elementwise_output(const Shape& shape, DType dtype, Device device,
                                 std::initializer_list<const Tensor*> inputs) {
+  auto broadcast = [](const Tensor& t) {
+    for (int64_t d = 0; d < t.dim(); ++d) {
+      if (t.sizes()[size_t(d)] > 1 && t.strides()[size_t(d)] == 0) return true;
+    }
+    return false;
+  };
   for (const Tensor* t : inputs) {
-    if (t->shape() != shape) continue;
+    if (t->shape() != shape || broadcast(*t)) continue;
     if (t->is_contiguous()) break;
     return empty_strided(shape, preserved_strides(*t), dtype, device);
   }

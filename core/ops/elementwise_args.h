@@ -38,10 +38,11 @@ struct ElementwiseArgs {
 ElementwiseArgs make_elementwise_args(const char* op, const Tensor& out, std::initializer_list<const Tensor*> inputs);
 
 // The uninitialized output of an elementwise op of `shape`: laid out as the
-// first input of that shape, as a copy of it would be (MemoryFormat::Preserve:
-// its own strides when dense, else its suggested format's), so a
-// channels-last input, or a slice of one, gives a channels-last output as in
-// PyTorch; contiguous when no input has the output's shape.
+// first input of that shape that is not broadcast (no stride 0 in a dim of
+// size > 1), as a copy of it would be (MemoryFormat::Preserve: its own
+// strides when dense, else its suggested format's), so a channels-last
+// input, or a slice of one, gives a channels-last output as in PyTorch;
+// contiguous when no input qualifies.
 Tensor empty_elementwise_output(const Shape& shape, DType dtype, Device device,
                                 std::initializer_list<const Tensor*> inputs);
 

@@ -134,6 +134,9 @@ TEST(MemoryFormat, ElementwiseOpsKeepChannelsLastAndWalkItFlat) {
   // The first input of the output's shape decides: contiguous first, contiguous output.
   EXPECT_TRUE((c + x).is_contiguous());
   EXPECT_TRUE(gt(x, 0.0).is_contiguous(kCL));
+  // A broadcast operand of the output's shape does not decide the layout
+  // (sum's backward hands on an expanded gradient, as here).
+  EXPECT_TRUE((bias.expand(x.shape()) + x).is_contiguous(kCL));
   // A slice of a channels-last tensor (some channels, or a crop) is not one
   // dense block, and still gives a channels-last output.
   for (const auto& [slice, twin] : {std::pair{x.narrow(1, 1, 2), c.narrow(1, 1, 2)},
@@ -310,6 +313,10 @@ TEST(MemoryFormat, AccumulatedGradientsAreLaidOutAsTheirLeaf) {
   (vc * vc).sum().backward(Tensor(), false, /*create_graph=*/true);
   EXPECT_EQ(v.grad().strides(), v.strides());
   EXPECT_EQ(to_vector<double>(v.grad()), to_vector<double>(v * 2.0));
+  // Any dense layout of the leaf, not only the formats' (a transposed one).
+  Tensor t = leaf({4, 3}, 3).t().detach().set_requires_grad();
+  (t * t).sum().backward(Tensor(), false, /*create_graph=*/true);
+  EXPECT_EQ(t.grad().strides(), t.strides());
   Tensor first = v.grad();
   v.set_grad(Tensor());
   first.sum().backward();
