@@ -128,6 +128,24 @@ bool channels_last(const Case& c, const std::string& layout) {
   return layout == "channels-last" && std::strcmp(c.model, "cnn") == 0;
 }
 
+// Calls f(case, precision, layout) for every row the flags keep: the cases
+// of the models and batches picked, in each precision and layout (the MLP
+// has one layout, nchw).
+template <typename F>
+void for_each_row(const std::vector<Case>& cases, const std::vector<std::string>& models,
+                  const std::vector<std::string>& batches, const std::vector<std::string>& precisions,
+                  const std::vector<std::string>& layouts, F&& f) {
+  for (const Case& c : cases) {
+    if (!picked(models, c.model) || !picked(batches, std::to_string(c.batch))) continue;
+    for (const std::string& precision : precisions) {
+      for (const std::string& layout : layouts) {
+        if (layout != layouts.front() && !channels_last(c, layout)) continue;
+        f(c, precision, channels_last(c, layout) ? layout : std::string("nchw"));
+      }
+    }
+  }
+}
+
 std::unique_ptr<Prepared> prepare(const Case& c, const std::string& precision, const std::string& layout,
                                   bool graphed, Device device, int warmup) {
   manual_seed(0);
@@ -297,30 +315,25 @@ int print_host_phases(const std::vector<Case>& cases, const std::vector<std::str
               "optimizer step | whole step |\n");
   std::printf("|---|---|---|---|---:|---:|---:|---:|---:|---:|\n");
   int status = 0;
-  for (const Case& c : cases) {
-    if (!picked(models, c.model) || !picked(batches, std::to_string(c.batch))) continue;
-    for (const std::string& precision : precisions) {
-      for (const std::string& layout_flag : layouts) {
-        if (layout_flag != layouts.front() && !channels_last(c, layout_flag)) continue;  // the MLP has one layout
-        const std::string layout = channels_last(c, layout_flag) ? layout_flag : "nchw";
-        const auto batch = static_cast<long long>(c.batch);
-        try {
-          const HostPhases h = host_phases(c, precision, layout, device, warmup, steps);
-          std::printf("| %s | %s | %s | %s | %lld", c.model, c.optimizer, precision.c_str(), layout.c_str(), batch);
-          for (const Phase& ph : {h.forward, h.zero_grad, h.backward, h.step, h.total}) {
-            std::printf(" | %.1f / %.1f", ph.host, ph.device);
-          }
-          std::printf(" |\n");
-        } catch (const Error& e) {
-          std::printf("| %s | %s | %s | %s | %lld | failed | | | | |\n", c.model, c.optimizer, precision.c_str(),
-                      layout.c_str(), batch);
-          std::fprintf(stderr, "%s %s batch %lld: %s\n", c.model, precision.c_str(), batch, e.what());
-          status = 1;
-        }
-        std::fflush(stdout);
-      }
-    }
-  }
+  for_each_row(cases, models, batches, precisions, layouts,
+               [&](const Case& c, const std::string& precision, const std::string& layout) {
+                 const auto batch = static_cast<long long>(c.batch);
+                 try {
+                   const HostPhases h = host_phases(c, precision, layout, device, warmup, steps);
+                   std::printf("| %s | %s | %s | %s | %lld", c.model, c.optimizer, precision.c_str(), layout.c_str(),
+                               batch);
+                   for (const Phase& ph : {h.forward, h.zero_grad, h.backward, h.step, h.total}) {
+                     std::printf(" | %.1f / %.1f", ph.host, ph.device);
+                   }
+                   std::printf(" |\n");
+                 } catch (const Error& e) {
+                   std::printf("| %s | %s | %s | %s | %lld | failed | | | | |\n", c.model, c.optimizer,
+                               precision.c_str(), layout.c_str(), batch);
+                   std::fprintf(stderr, "%s %s batch %lld: %s\n", c.model, precision.c_str(), batch, e.what());
+                   status = 1;
+                 }
+                 std::fflush(stdout);
+               });
   return status;
 }
 
@@ -337,38 +350,32 @@ int print_interleaved(const std::vector<Case>& cases, const std::vector<std::str
               "fp32, median of rounds | min | max | cudaMalloc calls |\n");
   std::printf("|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
   int status = 0;
-  for (const Case& c : cases) {
-    if (!picked(models, c.model) || !picked(batches, std::to_string(c.batch))) continue;
-    for (const std::string& precision : precisions) {
-      if (precision == "fp32") continue;
-      for (const std::string& layout_flag : layouts) {
-        if (layout_flag != layouts.front() && !channels_last(c, layout_flag)) continue;  // the MLP has one layout
-        const std::string layout = channels_last(c, layout_flag) ? layout_flag : "nchw";
-        const std::string base_layout =
-            fp32_layout.empty() ? layout : channels_last(c, fp32_layout) ? fp32_layout : "nchw";
-        const std::string layouts_str = layout + " (" + base_layout + ")";
-        for (const std::string& mode : modes) {
-          const auto batch = static_cast<long long>(c.batch);
-          try {
-            const Interleaved t =
-                interleave(c, precision, layout, base_layout, mode == "graph", device, warmup, steps, rounds);
-            const std::string allocs = t.device_allocs < 0 ? "n/a" : std::to_string(t.device_allocs);
-            std::printf("| %s | %s | %s | %s | %s | %lld | %.3f | %.3f | %.3f | %.3f | %.3f | %s |\n", c.model,
-                        c.optimizer, precision.c_str(), layouts_str.c_str(), mode.c_str(), batch, t.fp32_ms, t.amp_ms,
-                        t.ratio, t.ratio_min, t.ratio_max, allocs.c_str());
-            if (t.device_allocs > 0) status = 1;
-          } catch (const Error& e) {
-            std::printf("| %s | %s | %s | %s | %s | %lld | failed | | | | | |\n", c.model, c.optimizer,
-                        precision.c_str(), layouts_str.c_str(), mode.c_str(), batch);
-            std::fprintf(stderr, "%s %s %s batch %lld: %s\n", c.model, precision.c_str(), mode.c_str(), batch,
-                         e.what());
-            status = 1;
-          }
-          std::fflush(stdout);
-        }
-      }
-    }
-  }
+  for_each_row(cases, models, batches, precisions, layouts,
+               [&](const Case& c, const std::string& precision, const std::string& layout) {
+                 if (precision == "fp32") return;
+                 const std::string base_layout =
+                     fp32_layout.empty() ? layout : channels_last(c, fp32_layout) ? fp32_layout : "nchw";
+                 const std::string layouts_str = layout + " (" + base_layout + ")";
+                 for (const std::string& mode : modes) {
+                   const auto batch = static_cast<long long>(c.batch);
+                   try {
+                     const Interleaved t = interleave(c, precision, layout, base_layout, mode == "graph", device,
+                                                      warmup, steps, rounds);
+                     const std::string allocs = t.device_allocs < 0 ? "n/a" : std::to_string(t.device_allocs);
+                     std::printf("| %s | %s | %s | %s | %s | %lld | %.3f | %.3f | %.3f | %.3f | %.3f | %s |\n",
+                                 c.model, c.optimizer, precision.c_str(), layouts_str.c_str(), mode.c_str(), batch,
+                                 t.fp32_ms, t.amp_ms, t.ratio, t.ratio_min, t.ratio_max, allocs.c_str());
+                     if (t.device_allocs > 0) status = 1;
+                   } catch (const Error& e) {
+                     std::printf("| %s | %s | %s | %s | %s | %lld | failed | | | | | |\n", c.model, c.optimizer,
+                                 precision.c_str(), layouts_str.c_str(), mode.c_str(), batch);
+                     std::fprintf(stderr, "%s %s %s batch %lld: %s\n", c.model, precision.c_str(), mode.c_str(),
+                                  batch, e.what());
+                     status = 1;
+                   }
+                   std::fflush(stdout);
+                 }
+               });
   if (status != 0) std::printf("\nFAILED: a step failed or called cudaMalloc after warm-up (see above)\n");
   return status;
 }
@@ -420,32 +427,27 @@ int main(int argc, char** argv) {
   std::printf("| model | optimizer | precision | layout | mode | batch | ms/step | samples/s | cudaMalloc calls |\n");
   std::printf("|---|---|---|---|---|---:|---:|---:|---:|\n");
   int status = 0;
-  for (const Case& c : cases) {
-    if (!picked(models, c.model) || !picked(batches, std::to_string(c.batch))) continue;
-    for (const std::string& precision : precisions) {
-      for (const std::string& layout_flag : layouts) {
-        if (layout_flag != layouts.front() && !channels_last(c, layout_flag)) continue;  // the MLP has one layout
-        const std::string layout = channels_last(c, layout_flag) ? layout_flag : "nchw";
-        for (const std::string& mode : modes) {
-          const auto batch = static_cast<long long>(c.batch);
-          try {
-            const Timing t = time_case(c, precision, layout, mode == "graph", device, warmup, steps);
-            const std::string allocs = t.device_allocs < 0 ? "n/a" : std::to_string(t.device_allocs);
-            std::printf("| %s | %s | %s | %s | %s | %lld | %.3f | %.0f | %s |\n", c.model, c.optimizer,
-                        precision.c_str(), layout.c_str(), mode.c_str(), batch, t.median_ms,
-                        double(c.batch) / (t.median_ms * 1e-3), allocs.c_str());
-            if (t.device_allocs > 0) status = 1;
-          } catch (const Error& e) {
-            std::printf("| %s | %s | %s | %s | %s | %lld | failed | | |\n", c.model, c.optimizer, precision.c_str(),
-                        layout.c_str(), mode.c_str(), batch);
-            std::fprintf(stderr, "%s %s %s batch %lld: %s\n", c.model, precision.c_str(), mode.c_str(), batch, e.what());
-            status = 1;
-          }
-          std::fflush(stdout);
-        }
-      }
-    }
-  }
+  for_each_row(cases, models, batches, precisions, layouts,
+               [&](const Case& c, const std::string& precision, const std::string& layout) {
+                 for (const std::string& mode : modes) {
+                   const auto batch = static_cast<long long>(c.batch);
+                   try {
+                     const Timing t = time_case(c, precision, layout, mode == "graph", device, warmup, steps);
+                     const std::string allocs = t.device_allocs < 0 ? "n/a" : std::to_string(t.device_allocs);
+                     std::printf("| %s | %s | %s | %s | %s | %lld | %.3f | %.0f | %s |\n", c.model, c.optimizer,
+                                 precision.c_str(), layout.c_str(), mode.c_str(), batch, t.median_ms,
+                                 double(c.batch) / (t.median_ms * 1e-3), allocs.c_str());
+                     if (t.device_allocs > 0) status = 1;
+                   } catch (const Error& e) {
+                     std::printf("| %s | %s | %s | %s | %s | %lld | failed | | |\n", c.model, c.optimizer,
+                                 precision.c_str(), layout.c_str(), mode.c_str(), batch);
+                     std::fprintf(stderr, "%s %s %s batch %lld: %s\n", c.model, precision.c_str(), mode.c_str(),
+                                  batch, e.what());
+                     status = 1;
+                   }
+                   std::fflush(stdout);
+                 }
+               });
   if (status != 0) std::printf("\nFAILED: a step failed or called cudaMalloc after warm-up (see above)\n");
   return status;
 }
