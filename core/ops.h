@@ -188,6 +188,16 @@ using Int2 = std::array<int64_t, 2>;  // (height, width)
 // (C_out, C_in / groups, kH, kW), bias (C_out) or undefined.
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, Int2 stride = {1, 1},
               Int2 padding = {0, 0}, Int2 dilation = {1, 1}, int64_t groups = 1);
+// Whether a CUDA convolution times cuDNN's candidate engines the first time
+// it meets a configuration (shapes, dtype, memory format, direction, pointer
+// alignments) on a thread and keeps the fastest for the rest of the process,
+// counting the host's time to launch each as well as the device's
+// (torch.backends.cudnn.benchmark, timed as a step sees it); off, it keeps
+// cuDNN's heuristic first choice. On by default; EMBER_CONV_AUTOTUNE=0 in
+// the environment turns it off at start. A configuration's choice is made
+// once, so a switch changes new configurations only.
+void set_conv_autotune(bool on);
+bool conv_autotune();
 // stride {0, 0} means stride = kernel_size, as PyTorch's default.
 Tensor max_pool2d(const Tensor& input, Int2 kernel_size, Int2 stride = {0, 0}, Int2 padding = {0, 0},
                   Int2 dilation = {1, 1}, bool ceil_mode = false);

@@ -16,9 +16,7 @@
 // evenly spaced rows, the batches fold into the rows of a single GEMM.
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <optional>
-#include <string>
 
 #include "core/autocast_state.h"
 #include "core/autograd/function.h"
@@ -149,21 +147,6 @@ Tensor reshaped(const Tensor& x, const Shape& shape) { return x.shape() == shape
 
 void set_allow_tf32(bool allow) { g_allow_tf32.store(allow, std::memory_order_relaxed); }
 bool allow_tf32() { return g_allow_tf32.load(std::memory_order_relaxed); }
-
-namespace {
-
-std::atomic<bool>& autotune_flag() {
-  static std::atomic<bool> on{[] {
-    const char* v = std::getenv("EMBER_GEMM_AUTOTUNE");
-    return v == nullptr || std::string(v) != "0";
-  }()};
-  return on;
-}
-
-}  // namespace
-
-void set_gemm_autotune(bool on) { autotune_flag().store(on, std::memory_order_relaxed); }
-bool gemm_autotune() { return autotune_flag().load(std::memory_order_relaxed); }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
   if (autocast_state::any_enabled()) [[unlikely]] {

@@ -16,11 +16,17 @@
 //   engine of another layout, as cuDNN picks for some float32 and
 //   one-channel cases, transposes inside the plan). Its execution plan is made at
 //   the first call (a capture may make it): cuDNN's heuristics (mode A,
-//   then its fallback list) rank the engine configurations; the first whose
-//   numerics the dtype allows, that finalizes, and whose workspace the
-//   caching allocator can provide is kept in a map for the life of the
-//   process. An engine cuDNN declines (a not-supported or bad-parameter
-//   status) is passed over; any other failure is an error. A call then only
+//   then its fallback list) rank the engine configurations, and those whose
+//   numerics the dtype allows, that finalize, and whose workspace the
+//   caching allocator can provide are the candidates. The first is kept,
+//   or with conv_autotune() on (core/ops.h) and no capture under way, the
+//   fastest of the first eight run on the call's tensors, counting the
+//   host's launches (kernels/cuda/fastest_candidate.h): at these small sizes
+//   an engine that adds layout transposes or a split-K reduction costs a
+//   step more host time than its kernel saves. The plan is kept in a map
+//   for the life of the process. An engine cuDNN declines (a not-supported
+//   or bad-parameter status) is passed over; any other failure is an error;
+//   engines that compile at runtime are not timed. A call then only
 //   packs its pointers into a variant pack and executes the plan: a few
 //   microseconds of host time, where the legacy cudnnConvolution* calls
 //   spent over thirty.
@@ -45,6 +51,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <tuple>
 #include <utility>
@@ -55,6 +62,7 @@
 #include "core/cuda/graph.h"
 #include "core/cuda/stream.h"
 #include "core/ops.h"
+#include "kernels/cuda/fastest_candidate.h"
 
 // The plans name their handle through attributes that cuDNN 9.19 marks
 // deprecated in favour of device-property descriptors; every cuDNN 9 has
@@ -357,16 +365,22 @@ std::vector<Backend> engine_configs(const Backend& graph, cudnnBackendHeurMode_t
   return configs;
 }
 
-// Whether the numerics of the configuration's engine keep the contract of
-// core/ops/conv_kernels.h for `dtype` (tf32: allow_tf32() for this plan).
-bool numerics_allowed(const Backend& config, DType dtype, bool tf32) {
+// The engine a configuration runs.
+Backend engine_of(const Backend& config) {
   Backend engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
   cudnnBackendDescriptor_t e = engine.get();
   int64_t count = 0;
   EMBER_CUDNN_CHECK(
       cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count, &e));
+  return engine;
+}
+
+// Whether the numerics of the engine keep the contract of
+// core/ops/conv_kernels.h for `dtype` (tf32: allow_tf32() for this plan).
+bool numerics_allowed(const Backend& engine, DType dtype, bool tf32) {
   std::array<cudnnBackendNumericalNote_t, CUDNN_NUMERICAL_NOTE_TYPE_COUNT> notes{};
-  EMBER_CUDNN_CHECK(cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+  int64_t count = 0;
+  EMBER_CUDNN_CHECK(cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
                                              int64_t(notes.size()), &count, notes.data()));
   for (int64_t i = 0; i < count; ++i) {
     switch (notes[size_t(i)]) {
@@ -381,30 +395,60 @@ bool numerics_allowed(const Backend& config, DType dtype, bool tf32) {
   return true;
 }
 
+// Whether finalizing the engine compiles kernels (seconds, not milliseconds).
+bool compiles_at_runtime(const Backend& engine) {
+  std::array<cudnnBackendBehaviorNote_t, CUDNN_BEHAVIOR_NOTE_TYPE_COUNT> notes{};
+  int64_t count = 0;
+  EMBER_CUDNN_CHECK(cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
+                                             int64_t(notes.size()), &count, notes.data()));
+  for (int64_t i = 0; i < count; ++i) {
+    if (notes[size_t(i)] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) return true;
+  }
+  return false;
+}
+
 Tensor workspace(int64_t bytes, int device) {
   return bytes == 0 ? Tensor() : empty({bytes}, DType::Bool, cuda_device(device));
+}
+
+// The three tensors of a call (input side, weight side, output side of the
+// direction) and its workspace, packed for cudnnBackendExecute.
+Backend variant_pack(const std::array<void*, 3>& pointers, void* workspace_ptr) {
+  const std::array<int64_t, 3> uids{kInput, kWeight, kOutput};
+  Backend pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+  pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids.data())
+      .set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, pointers.data())
+      .set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace_ptr);
+  pack.finalize();
+  return pack;
 }
 
 // An execution plan and the graph and engine configuration it was made
 // from, kept alive beside it.
 struct Plan {
-  std::unique_ptr<Graph> graph;
+  std::shared_ptr<Graph> graph;
   Backend config{CUDNN_BACKEND_ENGINECFG_DESCRIPTOR};
   Backend plan{CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR};
   int64_t workspace = 0;
 };
 
-// The first engine configuration of the heuristics' ranking that keeps the
-// dtype's numerics, finalizes into a plan on `h`, and whose workspace the
-// allocator can provide.
-std::unique_ptr<Plan> make_plan(const ConvArgs& a, Direction dir, cudnnHandle_t h,
-                                const std::array<int64_t, 3>& alignment, bool tf32) {
+// Up to `limit` plans, in the heuristics' ranking (mode A, then its fallback
+// list when mode A gave none): each of an engine configuration that keeps
+// the dtype's numerics, finalizes on `h`, and whose workspace the allocator
+// can provide. After the first, engines that compile at runtime are passed
+// over. Throws when there is none.
+std::vector<std::unique_ptr<Plan>> candidate_plans(const ConvArgs& a, Direction dir, cudnnHandle_t h,
+                                                   const std::array<int64_t, 3>& alignment, bool tf32, size_t limit) {
   check_fits_32_bits(a);
-  std::unique_ptr<Graph> graph = operation_graph(a, dir, h, alignment);
+  std::shared_ptr<Graph> graph = operation_graph(a, dir, h, alignment);
+  std::vector<std::unique_ptr<Plan>> plans;
   bool any_finalized = false;
   for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
     for (Backend& config : engine_configs(graph->graph, mode)) {
-      if (!numerics_allowed(config, a.dtype, tf32)) continue;
+      if (plans.size() == limit) return plans;
+      const Backend engine = engine_of(config);
+      if (!numerics_allowed(engine, a.dtype, tf32)) continue;
+      if (!plans.empty() && compiles_at_runtime(engine)) continue;
       auto p = std::make_unique<Plan>();
       cudnnBackendDescriptor_t c = config.get();
       p->plan.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h)
@@ -419,10 +463,11 @@ std::unique_ptr<Plan> make_plan(const ConvArgs& a, Direction dir, cudnnHandle_t 
       } catch (const OutOfMemoryError&) {
         continue;
       }
-      p->graph = std::move(graph);
+      p->graph = graph;
       p->config = std::move(config);
-      return p;
+      plans.push_back(std::move(p));
     }
+    if (!plans.empty()) return plans;
   }
   EMBER_CHECK(any_finalized, "conv2d: cuDNN has no " << direction_name(dir) << " engine for " << config_str(a)
                                                      << " on this GPU; use float32 or float16");
@@ -430,16 +475,54 @@ std::unique_ptr<Plan> make_plan(const ConvArgs& a, Direction dir, cudnnHandle_t 
                                                      << " is larger than the free device memory; use a smaller batch");
 }
 
+// At most this many of the heuristics' plans are timed (conv_autotune()).
+constexpr size_t kConvCandidates = 8;
+
+// The plan for `a` in direction `dir` on h with the call's tensors at
+// `pointers`: the heuristics' first, or with conv_autotune() on and the
+// stream not capturing, the fastest of their first kConvCandidates run on
+// these tensors (kernels/cuda/fastest_candidate.h). Beta is 0, so the
+// timed runs only write the call's output, which the call then writes again.
+std::unique_ptr<Plan> make_plan(const ConvArgs& a, Direction dir, cudnnHandle_t h,
+                                const std::array<void*, 3>& pointers, const std::array<int64_t, 3>& alignment,
+                                bool tf32) {
+  const bool autotune = conv_autotune() && !is_capturing(a.device);
+  std::vector<std::unique_ptr<Plan>> plans =
+      candidate_plans(a, dir, h, alignment, tf32, autotune ? kConvCandidates : 1);
+  if (plans.size() == 1) return std::move(plans[0]);
+  size_t current = plans.size();
+  Tensor ws;
+  std::optional<Backend> pack;
+  const size_t best = fastest_candidate(a.device, plans.size(), [&](size_t i) {
+    if (i != current) {  // the candidate's warm-up: its workspace and pack
+      current = i;
+      try {
+        ws = workspace(plans[i]->workspace, a.device);
+      } catch (const OutOfMemoryError&) {
+        pack.reset();
+        return false;
+      }
+      pack.emplace(variant_pack(pointers, ws.defined() ? ws.data_ptr() : nullptr));
+    }
+    if (!pack) return false;
+    return cudnnBackendExecute(h, plans[i]->plan.get(), pack->get()) == CUDNN_STATUS_SUCCESS;
+  });
+  return std::move(plans[best]);
+}
+
 using PlanKey = std::tuple<std::array<int64_t, 17>, std::array<int64_t, 3>, Direction, cudnnHandle_t, bool>;
 
 class PlanCache {
  public:
-  // The plan of `a` in direction `dir` on handle h for pointers of these
-  // alignments, made at its first call. Plans live as long as the process.
-  // A plan is made outside the lock (heuristics and finalizing take long);
-  // only h's thread makes plans for h, so no two threads make the same one.
-  const Plan& get(const ConvArgs& a, Direction dir, cudnnHandle_t h, const std::array<int64_t, 3>& alignment) {
+  // The plan of `a` in direction `dir` on handle h for pointers aligned as
+  // the call's `pointers`, made at its first call (on its tensors). Plans
+  // live as long as the process. A plan is made outside the lock (heuristics,
+  // finalizing and timing take long); only h's thread makes plans for h, so
+  // no two threads make the same one.
+  const Plan& get(const ConvArgs& a, Direction dir, cudnnHandle_t h, const std::array<void*, 3>& pointers) {
     const bool tf32 = allow_tf32();
+    const std::array<int64_t, 3> alignment{alignment_of(pointers[0]), alignment_of(pointers[1]),
+                                           alignment_of(pointers[2])};
     const PlanKey key{{a.n, a.c_in, a.h, a.w, a.c_out, a.kernel_h, a.kernel_w, a.stride_h, a.stride_w, a.padding_h,
                        a.padding_w, a.dilation_h, a.dilation_w, a.groups, int64_t(a.dtype), a.device,
                        int64_t(a.channels_last)},
@@ -452,7 +535,7 @@ class PlanCache {
       auto it = map_.find(key);
       if (it != map_.end()) return *it->second;
     }
-    std::unique_ptr<Plan> plan = make_plan(a, dir, h, alignment, tf32);
+    std::unique_ptr<Plan> plan = make_plan(a, dir, h, pointers, alignment, tf32);
     std::lock_guard<std::mutex> lock(mutex_);
     return *map_.emplace(key, std::move(plan)).first->second;
   }
@@ -472,16 +555,10 @@ PlanCache& plan_cache() {
 void execute(const ConvArgs& a, Direction dir, const void* input, const void* weight, const void* output) {
   DeviceGuard guard(a.device);
   cudnnHandle_t h = handle_for(a.device);
-  const Plan& plan = plan_cache().get(a, dir, h, {alignment_of(input), alignment_of(weight), alignment_of(output)});
-  Tensor ws = workspace(plan.workspace, a.device);
-  void* ws_ptr = ws.defined() ? ws.data_ptr() : nullptr;
-  const std::array<int64_t, 3> uids{kInput, kWeight, kOutput};
   const std::array<void*, 3> pointers{const_cast<void*>(input), const_cast<void*>(weight), const_cast<void*>(output)};
-  Backend pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-  pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids.data())
-      .set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, pointers.data())
-      .set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws_ptr);
-  pack.finalize();
+  const Plan& plan = plan_cache().get(a, dir, h, pointers);
+  Tensor ws = workspace(plan.workspace, a.device);
+  const Backend pack = variant_pack(pointers, ws.defined() ? ws.data_ptr() : nullptr);
   EMBER_CUDNN_CHECK(cudnnBackendExecute(h, plan.plan.get(), pack.get()));
 }
 

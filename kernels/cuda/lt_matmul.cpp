@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -24,12 +23,12 @@
 #include "core/allocator.h"
 #include "core/cuda/cublas_check.h"
 #include "core/cuda/cuda_check.h"
-#include "core/cuda/event.h"
 #include "core/cuda/graph.h"
 #include "core/cuda/stream.h"
 #include "core/ops.h"
 #include "kernels/cuda/blas_types.h"
 #include "kernels/cuda/cublas_handle.h"
+#include "kernels/cuda/fastest_candidate.h"
 
 namespace ember::cuda {
 namespace {
@@ -168,38 +167,17 @@ std::vector<cublasLtMatmulAlgo_t> candidates(const Call& call, const Problem& pr
   return algos;
 }
 
-// The fastest of the candidates on this problem, timed on the call's stream;
-// the first one when none runs.
+// The fastest of the candidates on this problem, timed on the call's stream
+// (kernels/cuda/fastest_candidate.h); the first one when none runs.
 cublasLtMatmulAlgo_t fastest(const Call& call, const std::vector<cublasLtMatmulAlgo_t>& algos) {
-  constexpr int kTimedRuns = 3;
   const GemmArgs& g = call.g;
   // beta == 0: C is write-only and the real call overwrites it (a bias
   // gradient too); otherwise the runs must not touch the C they read.
   const size_t scratch_bytes = g.beta != 0 ? size_t((g.m - 1) * g.ldc + g.n) * dtype_size(call.c_dtype) : 0;
   const DataPtr scratch = allocator_for(DeviceType::CUDA).allocate(scratch_bytes, cuda_device(g.device));
   void* c = g.beta != 0 ? scratch.get() : g.c;
-  const Stream stream = current_stream(g.device);
-  Event start(/*enable_timing=*/true), stop(/*enable_timing=*/true);
-  size_t best = 0;
-  float best_ms = std::numeric_limits<float>::infinity();
-  for (size_t i = 0; i < algos.size(); ++i) {
-    // A candidate that fails to launch is skipped, its error cleared.
-    if (call.run(algos[i], c) != CUBLAS_STATUS_SUCCESS) {  // the warm-up
-      cudaGetLastError();
-      continue;
-    }
-    start.record(stream);
-    bool ran = true;
-    for (int r = 0; r < kTimedRuns && ran; ++r) ran = call.run(algos[i], c) == CUBLAS_STATUS_SUCCESS;
-    stop.record(stream);
-    const float ms = start.elapsed_time(stop);
-    if (!ran) cudaGetLastError();
-    if (ran && ms < best_ms) {
-      best_ms = ms;
-      best = i;
-    }
-  }
-  return algos[best];
+  return algos[fastest_candidate(g.device, algos.size(),
+                                 [&](size_t i) { return call.run(algos[i], c) == CUBLAS_STATUS_SUCCESS; })];
 }
 
 Choice choose(const Call& call, const Problem& problem) {

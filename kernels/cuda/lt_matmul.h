@@ -25,10 +25,10 @@
 //   the same kernel and gives the same bits. Its cublasLt descriptors are
 //   made once per (problem, thread) and kept too. With gemm_autotune() on (the
 //   default) and the stream not capturing a graph, the first call times each
-//   of cublasLt's first kCandidates heuristic answers (one warm-up and three
-//   timed runs each, CUDA events on the current stream, writing a scratch
-//   copy of C when beta reads it) and keeps the fastest: that call waits for
-//   the device once. Otherwise, or when no candidate ran, the heuristic's
+//   of cublasLt's first kCandidates heuristic answers
+//   (kernels/cuda/fastest_candidate.h, writing a scratch copy of C when beta
+//   reads it) and keeps the fastest: that call waits for the device.
+//   Otherwise, or when no candidate ran, the heuristic's
 //   first answer is kept.
 // - For float16 and bfloat16 operands only split-K schemes that reduce in
 //   the compute type (float) are allowed, so the result is rounded once.

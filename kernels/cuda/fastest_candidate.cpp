@@ -1,0 +1,40 @@
+// The autotuners' stopwatch (contract in kernels/cuda/fastest_candidate.h).
+#include "kernels/cuda/fastest_candidate.h"
+
+#include <cuda_runtime_api.h>
+
+#include <limits>
+
+#include "core/cuda/event.h"
+#include "core/cuda/stream.h"
+
+namespace ember::cuda {
+
+size_t fastest_candidate(int device, size_t count, const std::function<bool(size_t)>& run) {
+  const Stream stream = current_stream(device);
+  Event start(/*enable_timing=*/true), stop(/*enable_timing=*/true);
+  size_t best = 0;
+  float best_ms = std::numeric_limits<float>::infinity();
+  for (size_t i = 0; i < count; ++i) {
+    if (!run(i)) {  // the warm-up
+      cudaGetLastError();
+      continue;
+    }
+    start.record(stream);
+    bool ran = true;
+    for (int r = 0; r < kTimedRuns && ran; ++r) ran = run(i);
+    stop.record(stream);
+    const float ms = start.elapsed_time(stop);
+    if (!ran) {
+      cudaGetLastError();
+      continue;
+    }
+    if (ms < best_ms) {
+      best_ms = ms;
+      best = i;
+    }
+  }
+  return best;
+}
+
+}  // namespace ember::cuda
