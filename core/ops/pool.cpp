@@ -132,14 +132,17 @@ Shape out_shape(const Shape& xs, const PoolParams& p) { return {xs[0], xs[1], p.
 Tensor pool_forward(const Tensor& x, const PoolParams& p);
 
 // The gradient of the input (shape xs) from gy; indices only for Max. The
-// forward's format lays out gy, indices and the result.
+// forward's format lays out indices and the result; gy is read as it comes
+// when it is dense NCHW or channels-last, else laid out in that format.
 Tensor pool_backward(const Tensor& gy_in, const Shape& xs, const PoolParams& p, const Tensor& indices,
                      MemoryFormat format) {
-  Tensor gy = gy_in.detach().contiguous(format);
+  const bool gy_dense = gy_in.is_contiguous() || gy_in.is_contiguous(MemoryFormat::ChannelsLast);
+  Tensor gy = gy_dense ? gy_in.detach() : gy_in.detach().contiguous(format);
   Tensor dx = empty(xs, gy.dtype(), gy.device(), format);
   PoolArgs a = make_args(xs, p, gy.dtype(), gy.device(), format);
   if (a.planes > 0) {
     a.grad_output = gy.data_ptr();
+    a.grad_output_channels_last = !gy.is_contiguous();
     a.grad_input = dx.data_ptr();
     a.indices = indices.defined() ? indices.data<int64_t>() : nullptr;
     pool2d_backward_stub(gy.device().type)(p.op, a);

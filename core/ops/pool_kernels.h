@@ -23,7 +23,9 @@
 // Backward writes every element of grad_input (planes, h, w): the sum, over
 // the windows that hold the element, of the gradient it got (Max: only the
 // window's argmax gets it; Avg: grad_output / divisor). Sums are in acc_t
-// and each result rounds once.
+// and each result rounds once. grad_output has its own layout
+// (grad_output_channels_last: NCHW or channels-last, dense either way), so
+// that a gradient that comes back NCHW (through a flatten, say) needs no copy.
 #pragma once
 
 #include <cstdint>
@@ -50,6 +52,7 @@ struct PoolArgs {
   void* output = nullptr;        // forward
   int64_t* indices = nullptr;    // Max: written by forward, read by backward
   const void* grad_output = nullptr;  // backward
+  bool grad_output_channels_last = false;  // grad_output (N, H, W, C) in memory
   void* grad_input = nullptr;         // backward
 };
 

@@ -119,15 +119,15 @@ void backward(PoolOp op, const PoolArgs& a) {
   const T* gy = static_cast<const T*>(a.grad_output);
   T* gx = static_cast<T*>(a.grad_input);
   std::vector<A> acc(size_t(a.h * a.w));
-  const PlaneLayout<int64_t> layout = layout_of(a);
-  const int64_t step = layout.step();
+  const PlaneLayout<int64_t> layout = layout_of(a), gy_layout{a.channels, a.grad_output_channels_last};
+  const int64_t step = layout.step(), gy_step = gy_layout.step();
   for (int64_t pl = 0; pl < a.planes; ++pl) {
     std::fill(acc.begin(), acc.end(), A(0));
-    const int64_t out_base = layout.base(pl, a.out_h * a.out_w);
+    const int64_t out_base = layout.base(pl, a.out_h * a.out_w), gy_base = gy_layout.base(pl, a.out_h * a.out_w);
     for (int64_t oy = 0; oy < a.out_h; ++oy) {
       for (int64_t ox = 0; ox < a.out_w; ++ox) {
-        int64_t o = out_base + (oy * a.out_w + ox) * step;
-        A g = A(gy[o]);
+        const int64_t o = out_base + (oy * a.out_w + ox) * step;
+        A g = A(gy[gy_base + (oy * a.out_w + ox) * gy_step]);
         if (op == PoolOp::Max) {
           int64_t at = a.indices[o];
           if (at >= 0 && at < a.h * a.w) acc[size_t(at)] += g;

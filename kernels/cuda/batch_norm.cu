@@ -191,16 +191,6 @@ __device__ __forceinline__ void for_each_element(const BatchNormArgs& a, F&& f) 
   }
   const int64_t total = planes * a.inner;
   const int64_t first = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, step = int64_t(gridDim.x) * blockDim.x;
-  if (a.inner == 1 && total <= INT32_MAX) {  // channels innermost: the channel advances by step mod c
-    const uint32_t channels = uint32_t(a.c), advance = uint32_t(step % a.c);
-    uint32_t c = uint32_t(first % a.c);
-    for (uint32_t i = uint32_t(first); i < uint32_t(total); i += uint32_t(step)) {
-      f(i, c);
-      c += advance;
-      if (c >= channels) c -= channels;
-    }
-    return;
-  }
   if (total <= INT32_MAX) {
     const uint32_t inner = uint32_t(a.inner), channels = uint32_t(a.c);
     for (uint32_t i = uint32_t(first); i < uint32_t(total); i += uint32_t(step)) f(i, i / inner % channels);
@@ -285,8 +275,7 @@ template <typename T, typename P, typename S, bool Final>
 __global__ void tile_sums_kernel(BatchNormArgs a, int64_t rows, GradSums<S>* partials, S* sums) {
   __shared__ GradSums<S> shared[kTileRows][kTileChannels];
   const int64_t b0 = int64_t(blockIdx.y) * rows, b1 = ::min(a.n, b0 + rows);
-  const int64_t first = int64_t(blockIdx.x) * kTileChannels + threadIdx.x % kTileChannels;
-  const int64_t mine = ::min(first, a.c - 1);  // a lane past the last channel reads nothing
+  const int64_t mine = tile_channel(a);
   const S mean = static_cast<const S*>(a.save_mean)[mine], invstd = static_cast<const S*>(a.save_invstd)[mine];
   GradSums<S> g;
   const int64_t c = for_tile_values(a, b0, b1, [&](int64_t at) {

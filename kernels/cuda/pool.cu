@@ -56,12 +56,12 @@ __device__ __forceinline__ Window adaptive_window(const PoolArgs& a, int64_t oy,
 template <typename I>
 struct Dims {
   I planes, h, w, out_h, out_w, kernel_h, kernel_w, stride_h, stride_w, padding_h, padding_w, dilation_h, dilation_w;
-  PlaneLayout<I> layout;
+  PlaneLayout<I> layout, gy_layout;  // of every array but grad_output, and of grad_output
   __device__ explicit Dims(const PoolArgs& a)
       : planes(I(a.planes)), h(I(a.h)), w(I(a.w)), out_h(I(a.out_h)), out_w(I(a.out_w)), kernel_h(I(a.kernel_h)),
         kernel_w(I(a.kernel_w)), stride_h(I(a.stride_h)), stride_w(I(a.stride_w)), padding_h(I(a.padding_h)),
         padding_w(I(a.padding_w)), dilation_h(I(a.dilation_h)), dilation_w(I(a.dilation_w)),
-        layout{I(a.channels), a.channels_last} {}
+        layout{I(a.channels), a.channels_last}, gy_layout{I(a.channels), a.grad_output_channels_last} {}
 };
 
 template <typename T, typename I>
@@ -129,12 +129,13 @@ __global__ void max_backward_kernel(PoolArgs a) {
     const I ox0 = x + d.padding_w < span_w ? 0 : (x + d.padding_w - span_w) / d.stride_w + 1;
     const I ox1 = min((x + d.padding_w) / d.stride_w + 1, d.out_w);
     const I here = pos, base = d.layout.base(pl, d.out_h * d.out_w);
+    const I gy_base = d.gy_layout.base(pl, d.out_h * d.out_w), gy_step = d.gy_layout.step();
     const T* gy = static_cast<const T*>(a.grad_output);
     A acc = 0;
     for (I oy = oy0; oy < oy1; ++oy) {
       for (I ox = ox0; ox < ox1; ++ox) {
-        const I o = base + (oy * d.out_w + ox) * step;
-        if (a.indices[o] == int64_t(here)) acc += to_acc(gy[o]);
+        const I at = oy * d.out_w + ox;
+        if (a.indices[base + at * step] == int64_t(here)) acc += to_acc(gy[gy_base + at * gy_step]);
       }
     }
     static_cast<T*>(a.grad_input)[i] = from_acc<T>(acc);
@@ -155,7 +156,7 @@ __global__ void max_backward_tiled_kernel(PoolArgs a) {
     d.layout.locate(o, d.out_h * d.out_w, pl, pos);
     const I ox = pos % d.out_w, oy = pos / d.out_w, step = d.layout.step();
     const I here = I(a.indices[o]);
-    const T g = static_cast<const T*>(a.grad_output)[o];
+    const T g = static_cast<const T*>(a.grad_output)[d.gy_layout.base(pl, d.out_h * d.out_w) + pos * d.gy_layout.step()];
     T* plane = static_cast<T*>(a.grad_input) + d.layout.base(pl, d.h * d.w);
     const I y0 = oy * d.kernel_h, x0 = ox * d.kernel_w;
     const I y1 = oy == d.out_h - 1 ? d.h : min(y0 + d.kernel_h, d.h);
@@ -175,8 +176,8 @@ template <typename T, bool Adaptive>
 __global__ void avg_backward_kernel(PoolArgs a) {
   using A = acc_t<T>;
   const int64_t total = a.planes * a.h * a.w;
-  const PlaneLayout<int64_t> layout{a.channels, a.channels_last};
-  const int64_t step = layout.step();
+  const PlaneLayout<int64_t> layout{a.channels, a.channels_last}, gy_layout{a.channels, a.grad_output_channels_last};
+  const int64_t gy_step = gy_layout.step();
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     int64_t pl, pos;
     layout.locate(i, a.h * a.w, pl, pos);
@@ -194,13 +195,13 @@ __global__ void avg_backward_kernel(PoolArgs a) {
       ox0 = x + a.padding_w < a.kernel_w ? 0 : (x + a.padding_w - a.kernel_w) / a.stride_w + 1;
       ox1 = min((x + a.padding_w) / a.stride_w + 1, a.out_w);
     }
-    const int64_t base = layout.base(pl, a.out_h * a.out_w);
+    const int64_t base = gy_layout.base(pl, a.out_h * a.out_w);
     const T* gy = static_cast<const T*>(a.grad_output);
     A acc = 0;
     for (int64_t oy = oy0; oy < oy1; ++oy) {
       for (int64_t ox = ox0; ox < ox1; ++ox) {
         const Window win = Adaptive ? adaptive_window(a, oy, ox) : avg_window(a, oy, ox);
-        acc += to_acc(gy[base + (oy * a.out_w + ox) * step]) / A(win.divisor);
+        acc += to_acc(gy[base + (oy * a.out_w + ox) * gy_step]) / A(win.divisor);
       }
     }
     static_cast<T*>(a.grad_input)[i] = from_acc<T>(acc);

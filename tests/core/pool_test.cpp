@@ -2,7 +2,8 @@
 // values (ceil_mode, padding, count_include_pad, non-divisible adaptive
 // bins), naive loops for many parameter sets, argmax routing on ties and
 // NaN, gradients by finite differences (first and second order,
-// non-contiguous inputs), and every error message.
+// non-contiguous inputs), a channels-last input's gradient from gradients in
+// any layout, and every error message.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -271,6 +272,41 @@ TEST(Pool2d, GradcheckAllOps) {
   EXPECT_TRUE(testing::gradcheck(
       [&](const TensorList& t) { return avg_pool2d(wide(t[0]), {3, 2}, {2, 1}, {1, 1}, true, false); }, {col}));
   EXPECT_TRUE(testing::gradcheck([&](const TensorList& t) { return adaptive_avg_pool2d(wide(t[0]), {3, 4}); }, {col}));
+}
+
+// A channels-last input's gradient from a gradient in any layout: NCHW (as
+// one comes back through a flatten, read without a copy), channels-last,
+// and neither (copied first) all give the NCHW pooling's gradient, bit for
+// bit, laid out channels-last.
+TEST(Pool2d, ChannelsLastInputTakesItsGradientInAnyLayout) {
+  const MemoryFormat cl = MemoryFormat::ChannelsLast;
+  const std::vector<std::function<Tensor(const Tensor&)>> pools = {
+      [](const Tensor& t) { return max_pool2d(t, {2, 2}); },
+      [](const Tensor& t) { return max_pool2d(t, {3, 3}, {2, 2}, {1, 1}, {1, 1}, true); },
+      [](const Tensor& t) { return avg_pool2d(t, {3, 2}, {2, 1}, {1, 1}, true, false); },
+      [](const Tensor& t) { return adaptive_avg_pool2d(t, {4, 3}); },
+  };
+  Tensor x = testing::random_leaf({2, 5, 9, 8}, 21).detach();
+  for (size_t k = 0; k < pools.size(); ++k) {
+    Tensor xn = x.clone().set_requires_grad();
+    Tensor yn = pools[k](xn);
+    Tensor gy = randn(yn.shape(), DType::Float64);
+    yn.backward(gy);
+    const Tensor expected = xn.grad();
+    const std::vector<std::pair<const char*, Tensor>> layouts = {
+        {"nchw", gy},
+        {"channels-last", gy.contiguous(cl)},
+        {"transposed", gy.transpose(2, 3).contiguous().transpose(2, 3)},
+    };
+    for (const auto& [name, g] : layouts) {
+      Tensor xc = x.contiguous(cl).set_requires_grad();
+      Tensor y = pools[k](xc);
+      ASSERT_TRUE(y.is_contiguous(cl));
+      y.backward(g);
+      EXPECT_TRUE(xc.grad().is_contiguous(cl)) << "pool " << k << ", " << name;
+      EXPECT_TRUE(allclose(xc.grad(), expected, 0, 0)) << "pool " << k << ", gradient " << name;
+    }
+  }
 }
 
 TEST(Pool2d, SecondOrderGradients) {

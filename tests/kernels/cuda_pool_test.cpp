@@ -2,7 +2,8 @@
 // ties, NaN), average (count_include_pad, ceil_mode), adaptive average
 // (non-divisible and upsampling bins), every float dtype, non-contiguous
 // inputs, gradients, and second-order gradients of the average pools.
-// Channels-last inputs: pooled in their layout, outputs channels-last.
+// Channels-last inputs: pooled in their layout, outputs channels-last, and
+// their gradients from gradients in any layout.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -144,6 +145,41 @@ TEST(CudaPool2d, ChannelsLastMatchesCpu) {
             [&](const TensorList& in) { return TensorList{testing::channels_last_output(pools[k](in[0].to(cl)))}; },
             {x}, true))
             << dtype_name(dt) << " " << shape_str(shape) << " pool " << k;
+      }
+    }
+  }
+}
+
+// A channels-last input's gradient from a gradient laid out NCHW (read as it
+// is), channels-last, or neither (copied first).
+TEST(CudaPool2d, ChannelsLastInputTakesItsGradientInAnyLayoutAsTheCpu) {
+  EMBER_REQUIRE_CUDA();
+  const MemoryFormat cl = MemoryFormat::ChannelsLast;
+  const std::vector<std::function<Tensor(const Tensor&)>> pools = {
+      [](const Tensor& t) { return max_pool2d(t, {2, 2}); },
+      [](const Tensor& t) { return max_pool2d(t, {3, 3}, {2, 2}, {1, 1}, {1, 1}, true); },
+      [](const Tensor& t) { return avg_pool2d(t, {3, 2}, {2, 1}, {1, 1}, true, false); },
+      [](const Tensor& t) { return adaptive_avg_pool2d(t, {4, 3}); },
+  };
+  const std::vector<std::function<Tensor(const Tensor&)>> layouts = {
+      [](const Tensor& g) { return g; },
+      [cl](const Tensor& g) { return g.contiguous(cl); },
+      [](const Tensor& g) { return g.transpose(2, 3).contiguous().transpose(2, 3); },
+  };
+  for (DType dt : {DType::Float32, DType::Float16}) {
+    for (size_t k = 0; k < pools.size(); ++k) {
+      Generator g(k + 40);
+      Tensor x = randn({3, 40, 11, 10}, DType::Float32, kCPU, &g).to(dt);
+      Tensor gy = randn(pools[k](x).shape(), DType::Float32, kCPU, &g).to(dt);
+      for (size_t l = 0; l < layouts.size(); ++l) {
+        EXPECT_TRUE(testing::cuda_matches_cpu(
+            [&](const TensorList& in) {
+              Tensor xc = in[0].contiguous(cl).set_requires_grad();
+              Tensor dx = autograd::grad({pools[k](xc)}, {xc}, {layouts[l](in[1])})[0];
+              return TensorList{testing::channels_last_output(dx)};
+            },
+            {x, gy}))
+            << dtype_name(dt) << " pool " << k << " gradient layout " << l;
       }
     }
   }
