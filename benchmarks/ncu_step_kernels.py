@@ -3,7 +3,10 @@
 # name with their durations. Runs it under ncu (one metric, clocks not
 # locked) with --steps 1 and with --steps 3 and prints the last
 # (N3 - N1) / 2 kernels of the second run, for each precision given, and
-# their total GPU time. Needs ncu (Nsight Compute) and a GPU.
+# their total GPU time. Needs ncu (Nsight Compute) and a GPU. Under ncu a
+# launch takes far longer than its kernel, so ember's timed convolution
+# plans (conv_autotune) come out as those with the fewest kernels, not those
+# a run without ncu picks; EMBER_CONV_AUTOTUNE=0 lists the heuristics' plans.
 import csv, io, subprocess, sys
 exe, model, batch, rest = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 layout = "nchw"
