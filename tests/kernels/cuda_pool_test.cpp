@@ -124,10 +124,10 @@ TEST(CudaPool2d, AvgSecondOrderGradientsMatchCpu) {
       {x}, true));
 }
 
-TEST(CudaPool2d, ChannelsLastMatchesCpu) {
-  EMBER_REQUIRE_CUDA();
-  const MemoryFormat cl = MemoryFormat::ChannelsLast;
-  const std::vector<std::function<Tensor(const Tensor&)>> pools = {
+// Max pools tiling the plane and not, average pools with and without
+// padding, an adaptive one: the channels-last tests' cases.
+const std::vector<std::function<Tensor(const Tensor&)>>& channels_last_pools() {
+  static const std::vector<std::function<Tensor(const Tensor&)>> pools = {
       [](const Tensor& t) { return max_pool2d(t, {2, 2}); },
       [](const Tensor& t) { return max_pool2d(t, {3, 3}, {2, 2}, {1, 1}, {1, 1}, true); },
       [](const Tensor& t) { return max_pool2d(t, {3, 2}, {1, 2}, {1, 0}, {2, 1}, true); },
@@ -136,6 +136,13 @@ TEST(CudaPool2d, ChannelsLastMatchesCpu) {
       [](const Tensor& t) { return avg_pool2d(t, {2, 2}); },
       [](const Tensor& t) { return adaptive_avg_pool2d(t, {5, 3}); },
   };
+  return pools;
+}
+
+TEST(CudaPool2d, ChannelsLastMatchesCpu) {
+  EMBER_REQUIRE_CUDA();
+  const MemoryFormat cl = MemoryFormat::ChannelsLast;
+  const std::vector<std::function<Tensor(const Tensor&)>>& pools = channels_last_pools();
   for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16}) {
     for (const Shape& shape : std::vector<Shape>{{2, 3, 17, 13}, {4, 64, 14, 14}, {1, 1, 7, 7}}) {
       for (size_t k = 0; k < pools.size(); ++k) {
@@ -155,12 +162,7 @@ TEST(CudaPool2d, ChannelsLastMatchesCpu) {
 TEST(CudaPool2d, ChannelsLastInputTakesItsGradientInAnyLayoutAsTheCpu) {
   EMBER_REQUIRE_CUDA();
   const MemoryFormat cl = MemoryFormat::ChannelsLast;
-  const std::vector<std::function<Tensor(const Tensor&)>> pools = {
-      [](const Tensor& t) { return max_pool2d(t, {2, 2}); },
-      [](const Tensor& t) { return max_pool2d(t, {3, 3}, {2, 2}, {1, 1}, {1, 1}, true); },
-      [](const Tensor& t) { return avg_pool2d(t, {3, 2}, {2, 1}, {1, 1}, true, false); },
-      [](const Tensor& t) { return adaptive_avg_pool2d(t, {4, 3}); },
-  };
+  const std::vector<std::function<Tensor(const Tensor&)>>& pools = channels_last_pools();
   const std::vector<std::function<Tensor(const Tensor&)>> layouts = {
       [](const Tensor& g) { return g; },
       [cl](const Tensor& g) { return g.contiguous(cl); },
