@@ -190,12 +190,14 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}
               Int2 padding = {0, 0}, Int2 dilation = {1, 1}, int64_t groups = 1);
 // Whether a CUDA convolution times cuDNN's candidate engines the first time
 // it meets a configuration (shapes, dtype, memory format, direction, pointer
-// alignments) on a thread and keeps the fastest for the rest of the process,
-// counting the host's time to launch each as well as the device's
-// (torch.backends.cudnn.benchmark, timed as a step sees it); off, it keeps
-// cuDNN's heuristic first choice. On by default; EMBER_CONV_AUTOTUNE=0 in
-// the environment turns it off at start. A configuration's choice is made
-// once, so a switch changes new configurations only.
+// alignments, the TF32 switch) on a thread and keeps the fastest for the
+// rest of the process, counting the host's time to launch each as well as
+// the device's (torch.backends.cudnn.benchmark, timed as a step sees it);
+// off, it keeps cuDNN's heuristic first choice. On by default;
+// EMBER_CONV_AUTOTUNE=0 in the environment turns it off at start. A
+// configuration's choice is made once, so a switch changes new
+// configurations only, and one first met inside a graph capture keeps the
+// heuristic's choice.
 void set_conv_autotune(bool on);
 bool conv_autotune();
 // stride {0, 0} means stride = kernel_size, as PyTorch's default.

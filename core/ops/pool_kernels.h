@@ -6,7 +6,7 @@
 // planes = N * C, output and indices (planes, out_h, out_w), out_h, out_w
 // >= 1, planes >= 1; all NCHW, or all channels-last (N, H, W, C in memory)
 // when channels_last is set (kernels/pool_layout.h says where each plane
-// lies). Window of output (oy, ox), rows (columns alike):
+// lies), except grad_output, whose layout is its own (below). Window of output (oy, ox), rows (columns alike):
 //   Max          rows oy * stride_h - padding_h + i * dilation_h, i < kernel_h,
 //                those inside [0, h). output = the largest value; indices
 //                (int64) = its position iy * w + ix in the plane: the first
@@ -42,7 +42,7 @@ struct PoolArgs {
   DType dtype = DType::Float32;
   int64_t planes = 0, h = 0, w = 0, out_h = 0, out_w = 0;
   int64_t channels = 1;        // C: planes / N
-  bool channels_last = false;  // every array (N, H, W, C) in memory
+  bool channels_last = false;  // every array but grad_output (N, H, W, C) in memory
   int64_t kernel_h = 1, kernel_w = 1;
   int64_t stride_h = 1, stride_w = 1;
   int64_t padding_h = 0, padding_w = 0;

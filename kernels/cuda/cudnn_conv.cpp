@@ -25,8 +25,9 @@
 //   an engine that adds layout transposes or a split-K reduction costs a
 //   step more host time than its kernel saves. The plan is kept in a map
 //   for the life of the process. An engine cuDNN declines (a not-supported
-//   or bad-parameter status) is passed over; any other failure is an error;
-//   engines that compile at runtime are not timed. A call then only
+//   or bad-parameter status) is passed over; any other failure is an error.
+//   Engines that compile at runtime or sum in a varying order are timed
+//   only when they are the heuristics' first. A call then only
 //   packs its pointers into a variant pack and executes the plan: a few
 //   microseconds of host time, where the legacy cudnnConvolution* calls
 //   spent over thirty.
@@ -395,14 +396,22 @@ bool numerics_allowed(const Backend& engine, DType dtype, bool tf32) {
   return true;
 }
 
-// Whether finalizing the engine compiles kernels (seconds, not milliseconds).
-bool compiles_at_runtime(const Backend& engine) {
-  std::array<cudnnBackendBehaviorNote_t, CUDNN_BEHAVIOR_NOTE_TYPE_COUNT> notes{};
+// Whether the engine is one the timing leaves to the heuristics: its
+// finalize compiles kernels (seconds, not milliseconds), or its sums come in
+// an order that varies from call to call.
+bool untimed(const Backend& engine) {
+  std::array<cudnnBackendBehaviorNote_t, CUDNN_BEHAVIOR_NOTE_TYPE_COUNT> behaviour{};
   int64_t count = 0;
   EMBER_CUDNN_CHECK(cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
-                                             int64_t(notes.size()), &count, notes.data()));
+                                             int64_t(behaviour.size()), &count, behaviour.data()));
   for (int64_t i = 0; i < count; ++i) {
-    if (notes[size_t(i)] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) return true;
+    if (behaviour[size_t(i)] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) return true;
+  }
+  std::array<cudnnBackendNumericalNote_t, CUDNN_NUMERICAL_NOTE_TYPE_COUNT> numerics{};
+  EMBER_CUDNN_CHECK(cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                                             int64_t(numerics.size()), &count, numerics.data()));
+  for (int64_t i = 0; i < count; ++i) {
+    if (numerics[size_t(i)] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC) return true;
   }
   return false;
 }
@@ -435,8 +444,9 @@ struct Plan {
 // Up to `limit` plans, in the heuristics' ranking (mode A, then its fallback
 // list when mode A gave none): each of an engine configuration that keeps
 // the dtype's numerics, finalizes on `h`, and whose workspace the allocator
-// can provide. After the first, engines that compile at runtime are passed
-// over. Throws when there is none.
+// can provide. After the first, untimed() engines are passed over, so the
+// timing never brings in a runtime compile or a varying sum order the
+// heuristics' first did not have. Throws when there is none.
 std::vector<std::unique_ptr<Plan>> candidate_plans(const ConvArgs& a, Direction dir, cudnnHandle_t h,
                                                    const std::array<int64_t, 3>& alignment, bool tf32, size_t limit) {
   check_fits_32_bits(a);
@@ -448,7 +458,7 @@ std::vector<std::unique_ptr<Plan>> candidate_plans(const ConvArgs& a, Direction 
       if (plans.size() == limit) return plans;
       const Backend engine = engine_of(config);
       if (!numerics_allowed(engine, a.dtype, tf32)) continue;
-      if (!plans.empty() && compiles_at_runtime(engine)) continue;
+      if (!plans.empty() && untimed(engine)) continue;
       auto p = std::make_unique<Plan>();
       cudnnBackendDescriptor_t c = config.get();
       p->plan.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h)
@@ -496,10 +506,11 @@ std::unique_ptr<Plan> make_plan(const ConvArgs& a, Direction dir, cudnnHandle_t 
   const size_t best = fastest_candidate(a.device, plans.size(), [&](size_t i) {
     if (i != current) {  // the candidate's warm-up: its workspace and pack
       current = i;
+      pack.reset();
+      ws = Tensor();  // the last candidate's, freed first
       try {
         ws = workspace(plans[i]->workspace, a.device);
       } catch (const OutOfMemoryError&) {
-        pack.reset();
         return false;
       }
       pack.emplace(variant_pack(pointers, ws.defined() ? ws.data_ptr() : nullptr));

@@ -12,6 +12,7 @@ namespace ember::cuda {
 
 size_t fastest_candidate(int device, size_t count, const std::function<bool(size_t)>& run) {
   const Stream stream = current_stream(device);
+  stream.synchronize();  // work queued before: every candidate starts on an idle stream
   Event start(/*enable_timing=*/true), stop(/*enable_timing=*/true);
   size_t best = 0;
   float best_ms = std::numeric_limits<float>::infinity();
@@ -23,12 +24,12 @@ size_t fastest_candidate(int device, size_t count, const std::function<bool(size
     start.record(stream);
     bool ran = true;
     for (int r = 0; r < kTimedRuns && ran; ++r) ran = run(i);
-    stop.record(stream);
-    const float ms = start.elapsed_time(stop);
     if (!ran) {
       cudaGetLastError();
       continue;
     }
+    stop.record(stream);
+    const float ms = start.elapsed_time(stop);
     if (ms < best_ms) {
       best_ms = ms;
       best = i;

@@ -3,8 +3,9 @@
 // Internal to the CUDA kernels.
 //
 // Contract:
-// - fastest_candidate(device, count, run) calls run(i) for each candidate i
-//   in [0, count) once as a warm-up, then kTimedRuns times back to back
+// - fastest_candidate(device, count, run) waits for the work already queued
+//   on the current stream of `device`, then calls run(i) for each candidate
+//   i in [0, count) once as a warm-up, then kTimedRuns times back to back
 //   between two CUDA events on the current stream of `device` (already
 //   current; the stream must not be capturing a graph), and returns the
 //   index whose runs took the least time between the events. run(i)
@@ -16,7 +17,8 @@
 //   the device waits between runs and the time counts it. So the winner is
 //   the fastest as a step of many small operations sees it, not only the
 //   one with the fastest kernels.
-// - It waits for the device once per candidate.
+// - It waits for the device once, and once per candidate: an error an
+//   earlier op left pending (core/cuda/index_error.h) is raised there.
 #pragma once
 
 #include <cstddef>

@@ -2,8 +2,8 @@
 // values (ceil_mode, padding, count_include_pad, non-divisible adaptive
 // bins), naive loops for many parameter sets, argmax routing on ties and
 // NaN, gradients by finite differences (first and second order,
-// non-contiguous inputs), a channels-last input's gradient from gradients in
-// any layout, and every error message.
+// non-contiguous inputs), an input's gradient from gradients in any layout,
+// and every error message.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -274,11 +274,12 @@ TEST(Pool2d, GradcheckAllOps) {
   EXPECT_TRUE(testing::gradcheck([&](const TensorList& t) { return adaptive_avg_pool2d(wide(t[0]), {3, 4}); }, {col}));
 }
 
-// A channels-last input's gradient from a gradient in any layout: NCHW (as
-// one comes back through a flatten, read without a copy), channels-last,
-// and neither (copied first) all give the NCHW pooling's gradient, bit for
-// bit, laid out channels-last.
-TEST(Pool2d, ChannelsLastInputTakesItsGradientInAnyLayout) {
+// An input's gradient from a gradient in any layout: NCHW (as one comes
+// back to a channels-last pool through a flatten, read without a copy),
+// channels-last (as one comes back to an NCHW pool from a convolution with
+// a channels-last weight), and neither (copied first) all give the NCHW
+// pooling's gradient, bit for bit, laid out as the input.
+TEST(Pool2d, InputTakesItsGradientInAnyLayout) {
   const MemoryFormat cl = MemoryFormat::ChannelsLast;
   const std::vector<std::function<Tensor(const Tensor&)>> pools = {
       [](const Tensor& t) { return max_pool2d(t, {2, 2}); },
@@ -298,13 +299,17 @@ TEST(Pool2d, ChannelsLastInputTakesItsGradientInAnyLayout) {
         {"channels-last", gy.contiguous(cl)},
         {"transposed", gy.transpose(2, 3).contiguous().transpose(2, 3)},
     };
-    for (const auto& [name, g] : layouts) {
-      Tensor xc = x.contiguous(cl).set_requires_grad();
-      Tensor y = pools[k](xc);
-      ASSERT_TRUE(y.is_contiguous(cl));
-      y.backward(g);
-      EXPECT_TRUE(xc.grad().is_contiguous(cl)) << "pool " << k << ", " << name;
-      EXPECT_TRUE(allclose(xc.grad(), expected, 0, 0)) << "pool " << k << ", gradient " << name;
+    for (MemoryFormat format : {MemoryFormat::Contiguous, cl}) {
+      for (const auto& [name, g] : layouts) {
+        Tensor xc = x.detach().contiguous(format).set_requires_grad();
+        Tensor y = pools[k](xc);
+        ASSERT_TRUE(y.is_contiguous(format));
+        y.backward(g);
+        const std::string what = std::string("pool ") + std::to_string(k) +
+                                 (format == cl ? ", channels-last input" : ", NCHW input") + ", gradient " + name;
+        EXPECT_TRUE(xc.grad().is_contiguous(format)) << what;
+        EXPECT_TRUE(allclose(xc.grad(), expected, 0, 0)) << what;
+      }
     }
   }
 }

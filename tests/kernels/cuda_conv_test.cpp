@@ -184,11 +184,13 @@ struct ConvAutotuneScope {
 
 // Plans chosen by timing cuDNN's candidates on the call's own tensors, or by
 // the heuristics alone (each case a configuration no other test meets, so
-// the choice is made here): the first call's output and gradients, made
-// with the timed runs before them, match the CPU (allocations poisoned), and
-// so does a second call, which reuses the kept plans. (Not bit for bit:
-// some float32 engines, the heuristics' first among them, sum in an order
-// that varies from call to call.)
+// the choice is made here): the first call, made with the timed runs
+// before it, matches the CPU, its output and (from a random gradient) its
+// input gradients; a second call, which reuses the kept plans, gives the
+// first call's output and gradients of ones, both calls with allocations
+// poisoned. (Within tolerance, not bit for bit: some float32 engines, the
+// heuristics' first among them, sum in an order that varies from call to
+// call.)
 TEST(CudaConv2d, TimedAndHeuristicPlanChoicesMatchTheCpu) {
   EMBER_REQUIRE_CUDA();
   int64_t n = 2;
@@ -215,7 +217,13 @@ TEST(CudaConv2d, TimedAndHeuristicPlanChoicesMatchTheCpu) {
                                  (autotune ? ", timed" : ", heuristic");
         EXPECT_TRUE(testing::cuda_matches_cpu(fn, {x, w}, /*grads=*/true, conv_tolerance(dt))) << what;
         Tensor xg = x.detach().cuda().set_requires_grad(), wg = w.detach().cuda().set_requires_grad();
-        fn({xg, wg});
+        {
+          struct Poisoned {
+            Poisoned() { set_allocation_poisoning(true); }
+            ~Poisoned() { set_allocation_poisoning(false); }
+          } poisoned;
+          fn({xg, wg});
+        }
         ASSERT_EQ(calls.size(), 2u) << what;
         for (size_t i = 0; i < 3; ++i) {
           EXPECT_TRUE(testing::tensors_close(calls[1][i], calls[0][i], conv_tolerance(dt)))

@@ -157,9 +157,9 @@ TEST(CudaPool2d, ChannelsLastMatchesCpu) {
   }
 }
 
-// A channels-last input's gradient from a gradient laid out NCHW (read as it
-// is), channels-last, or neither (copied first).
-TEST(CudaPool2d, ChannelsLastInputTakesItsGradientInAnyLayoutAsTheCpu) {
+// An NCHW or channels-last input's gradient from a gradient laid out NCHW,
+// channels-last (each read as it is), or neither (copied first).
+TEST(CudaPool2d, InputTakesItsGradientInAnyLayoutAsTheCpu) {
   EMBER_REQUIRE_CUDA();
   const MemoryFormat cl = MemoryFormat::ChannelsLast;
   const std::vector<std::function<Tensor(const Tensor&)>>& pools = channels_last_pools();
@@ -173,15 +173,18 @@ TEST(CudaPool2d, ChannelsLastInputTakesItsGradientInAnyLayoutAsTheCpu) {
       Generator g(k + 40);
       Tensor x = randn({3, 40, 11, 10}, DType::Float32, kCPU, &g).to(dt);
       Tensor gy = randn(pools[k](x).shape(), DType::Float32, kCPU, &g).to(dt);
-      for (size_t l = 0; l < layouts.size(); ++l) {
-        EXPECT_TRUE(testing::cuda_matches_cpu(
-            [&](const TensorList& in) {
-              Tensor xc = in[0].contiguous(cl).set_requires_grad();
-              Tensor dx = autograd::grad({pools[k](xc)}, {xc}, {layouts[l](in[1])})[0];
-              return TensorList{testing::channels_last_output(dx)};
-            },
-            {x, gy}))
-            << dtype_name(dt) << " pool " << k << " gradient layout " << l;
+      for (MemoryFormat format : {MemoryFormat::Contiguous, cl}) {
+        for (size_t l = 0; l < layouts.size(); ++l) {
+          EXPECT_TRUE(testing::cuda_matches_cpu(
+              [&](const TensorList& in) {
+                Tensor xc = in[0].detach().contiguous(format).set_requires_grad();
+                Tensor dx = autograd::grad({pools[k](xc)}, {xc}, {layouts[l](in[1])})[0];
+                return TensorList{format == cl ? testing::channels_last_output(dx) : dx};
+              },
+              {x, gy}))
+              << dtype_name(dt) << " pool " << k << (format == cl ? " channels-last" : " nchw") << " input, gradient layout "
+              << l;
+        }
       }
     }
   }
