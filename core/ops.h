@@ -197,7 +197,8 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}
 // EMBER_CONV_AUTOTUNE=0 in the environment turns it off at start. A
 // configuration's choice is made once, so a switch changes new
 // configurations only, and one first met inside a graph capture keeps the
-// heuristic's choice.
+// heuristic's choice. EMBER_CONV_AUTOTUNE_LOG=1 prints each timed choice on
+// stderr: the configuration, each candidate engine's time, the one kept.
 void set_conv_autotune(bool on);
 bool conv_autotune();
 // stride {0, 0} means stride = kernel_size, as PyTorch's default.

@@ -48,12 +48,15 @@
 
 #include <array>
 #include <climits>
+#include <cstdio>
+#include <cstdlib>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <sstream>
+#include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -488,6 +491,31 @@ std::vector<std::unique_ptr<Plan>> candidate_plans(const ConvArgs& a, Direction 
 // At most this many of the heuristics' plans are timed (conv_autotune()).
 constexpr size_t kConvCandidates = 8;
 
+// cuDNN's number for the engine a plan runs.
+int64_t engine_index(const Plan& p) {
+  const Backend engine = engine_of(p.config);
+  int64_t index = -1, count = 0;
+  EMBER_CUDNN_CHECK(
+      cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &count, &index));
+  return index;
+}
+
+// With EMBER_CONV_AUTOTUNE_LOG=1, one line on stderr for each timed choice:
+// the configuration, then each candidate's engine, event and host
+// milliseconds for its timed runs, and the one kept.
+void log_choice(const ConvArgs& a, Direction dir, const std::vector<std::unique_ptr<Plan>>& plans,
+                const std::vector<CandidateTime>& timings, size_t best) {
+  const char* on = std::getenv("EMBER_CONV_AUTOTUNE_LOG");  // read at each choice: choices are rare
+  if (on == nullptr || std::string(on) != "1") return;
+  std::ostringstream line;
+  line << "ember conv autotune: " << direction_name(dir) << ", " << config_str(a) << ": kept engine "
+       << engine_index(*plans[best]) << "; candidates (engine: event ms / host ms for " << kTimedRuns << " runs)";
+  for (size_t i = 0; i < plans.size(); ++i) {
+    line << (i == 0 ? " " : ", ") << engine_index(*plans[i]) << ": " << timings[i].ms << " / " << timings[i].host_ms;
+  }
+  std::fprintf(stderr, "%s\n", line.str().c_str());
+}
+
 // The plan for `a` in direction `dir` on h with the call's tensors at
 // `pointers`: the heuristics' first, or with conv_autotune() on and the
 // stream not capturing, the fastest of their first kConvCandidates run on
@@ -503,6 +531,7 @@ std::unique_ptr<Plan> make_plan(const ConvArgs& a, Direction dir, cudnnHandle_t 
   size_t current = plans.size();
   Tensor ws;
   std::optional<Backend> pack;
+  std::vector<CandidateTime> timings;
   const size_t best = fastest_candidate(a.device, plans.size(), [&](size_t i) {
     if (i != current) {  // the candidate's warm-up: its workspace and pack
       current = i;
@@ -517,7 +546,8 @@ std::unique_ptr<Plan> make_plan(const ConvArgs& a, Direction dir, cudnnHandle_t 
     }
     if (!pack) return false;
     return cudnnBackendExecute(h, plans[i]->plan.get(), pack->get()) == CUDNN_STATUS_SUCCESS;
-  });
+  }, &timings);
+  log_choice(a, dir, plans, timings, best);
   return std::move(plans[best]);
 }
 

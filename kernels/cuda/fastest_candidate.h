@@ -12,6 +12,10 @@
 //   launches candidate i on that stream and returns false when it cannot
 //   run; such a candidate is passed over and the CUDA error it left is
 //   cleared. When no candidate runs, it returns 0.
+// - With `timings`, it also fills one CandidateTime per candidate: the
+//   milliseconds between the events (the figure compared) and the host's
+//   milliseconds to issue the timed runs; both infinite for a candidate
+//   that did not run.
 // - The events span the host's issue as well as the device's work: where a
 //   run's launches take the host longer than its kernels take the device,
 //   the device waits between runs and the time counts it. So the winner is
@@ -23,11 +27,17 @@
 
 #include <cstddef>
 #include <functional>
+#include <vector>
 
 namespace ember::cuda {
 
 inline constexpr int kTimedRuns = 3;
 
-size_t fastest_candidate(int device, size_t count, const std::function<bool(size_t)>& run);
+struct CandidateTime {
+  float ms, host_ms;
+};
+
+size_t fastest_candidate(int device, size_t count, const std::function<bool(size_t)>& run,
+                         std::vector<CandidateTime>* timings = nullptr);
 
 }  // namespace ember::cuda

@@ -5,8 +5,12 @@
 // element-aligned (cuDNN plans are made per pointer alignment).
 // Channels-last too: cuDNN's NHWC engines, with the input, the weight or
 // both channels-last, outputs and gradients channels-last. Plans chosen by
-// timing the candidates and by the heuristics alone.
+// timing the candidates and by the heuristics alone, and the timed choice's
+// log.
 #include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
 
 #include "support/cuda_compare.h"
 
@@ -232,6 +236,29 @@ TEST(CudaConv2d, TimedAndHeuristicPlanChoicesMatchTheCpu) {
       }
     }
   }
+}
+
+// EMBER_CONV_AUTOTUNE_LOG=1: a timed choice prints its configuration, its
+// candidates' engines and times, and the engine kept.
+TEST(CudaConv2d, TimedChoicesAreLoggedOnRequest) {
+  EMBER_REQUIRE_CUDA();
+  ConvAutotuneScope scope(true);
+  // A configuration no other test meets, of a kind cuDNN has many plans for
+  // (the CNN's second layer, channels-last float16, with another batch).
+  const MemoryFormat cl = MemoryFormat::ChannelsLast;
+  Tensor x = randn({3, 32, 14, 14}, DType::Float16, cuda_device(0)).contiguous(cl);
+  Tensor w = randn({64, 32, 3, 3}, DType::Float16, cuda_device(0)).contiguous(cl);
+  ASSERT_EQ(setenv("EMBER_CONV_AUTOTUNE_LOG", "1", 1), 0);
+  ::testing::internal::CaptureStderr();
+  conv2d(x, w, {}, {1, 1}, {1, 1});
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  unsetenv("EMBER_CONV_AUTOTUNE_LOG");
+  EXPECT_NE(log.find("ember conv autotune: forward, input [3, 32, 14, 14], weight [64, 32, 3, 3], output "
+                     "[3, 64, 14, 14], float16 channels-last"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("kept engine"), std::string::npos) << log;
+  EXPECT_NE(log.find("candidates (engine: event ms / host ms for 3 runs)"), std::string::npos) << log;
 }
 
 }  // namespace
