@@ -50,6 +50,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -127,6 +128,53 @@ struct Prepared {
 bool channels_last(const Case& c, const std::string& layout) {
   return layout == "channels-last" && std::strcmp(c.model, "cnn") == 0;
 }
+
+// printf into a string.
+__attribute__((format(printf, 1, 2))) std::string format(const char* fmt, ...) {
+  va_list args, again;
+  va_start(args, fmt);
+  va_copy(again, args);
+  std::string out(size_t(std::vsnprintf(nullptr, 0, fmt, args)), '\0');
+  va_end(args);
+  std::vsnprintf(out.data(), out.size() + 1, fmt, again);
+  va_end(again);
+  return out;
+}
+
+// A row's cells after its leading ones, and whether its steps were clean (no
+// cudaMalloc after warm-up).
+struct Cells {
+  std::string text;
+  bool clean = true;
+};
+
+// Prints one table row: `lead` (its first cells, "| a | b"), then the cells
+// `measure` returns (" | x | y"). When measure throws an ember::Error, the
+// row reads "failed" followed by `blanks` empty cells and the error goes to
+// stderr after `what`. Returns whether the row was measured and clean.
+bool print_row(const std::string& lead, int blanks, const std::string& what, const std::function<Cells()>& measure) {
+  bool ok = false;
+  try {
+    const Cells cells = measure();
+    std::printf("%s%s |\n", lead.c_str(), cells.text.c_str());
+    ok = cells.clean;
+  } catch (const Error& e) {
+    std::string empty;
+    for (int i = 0; i < blanks; ++i) empty += " |";
+    std::printf("%s | failed%s |\n", lead.c_str(), empty.c_str());
+    std::fprintf(stderr, "%s: %s\n", what.c_str(), e.what());
+  }
+  std::fflush(stdout);
+  return ok;
+}
+
+// A row's name in an error message: "cnn amp-fp16 eager batch 64".
+std::string row_name(const Case& c, const std::string& precision, const std::string& mode) {
+  return format("%s %s %s batch %lld", c.model, precision.c_str(), mode.c_str(), static_cast<long long>(c.batch));
+}
+
+// The cudaMalloc cell: the count, or n/a where none is counted (the CPU).
+std::string allocs_cell(int64_t allocs) { return allocs < 0 ? "n/a" : std::to_string(allocs); }
 
 // Calls f(case, precision, layout) for every row the flags keep: the cases
 // of the models and batches picked, in each precision and layout (the MLP
@@ -318,21 +366,18 @@ int print_host_phases(const std::vector<Case>& cases, const std::vector<std::str
   for_each_row(cases, models, batches, precisions, layouts,
                [&](const Case& c, const std::string& precision, const std::string& layout) {
                  const auto batch = static_cast<long long>(c.batch);
-                 try {
+                 const std::string lead =
+                     format("| %s | %s | %s | %s | %lld", c.model, c.optimizer, precision.c_str(), layout.c_str(), batch);
+                 const std::string what = format("%s %s batch %lld", c.model, precision.c_str(), batch);
+                 const bool ok = print_row(lead, 4, what, [&] {
                    const HostPhases h = host_phases(c, precision, layout, device, warmup, steps);
-                   std::printf("| %s | %s | %s | %s | %lld", c.model, c.optimizer, precision.c_str(), layout.c_str(),
-                               batch);
+                   Cells cells;
                    for (const Phase& ph : {h.forward, h.zero_grad, h.backward, h.step, h.total}) {
-                     std::printf(" | %.1f / %.1f", ph.host, ph.device);
+                     cells.text += format(" | %.1f / %.1f", ph.host, ph.device);
                    }
-                   std::printf(" |\n");
-                 } catch (const Error& e) {
-                   std::printf("| %s | %s | %s | %s | %lld | failed | | | | |\n", c.model, c.optimizer,
-                               precision.c_str(), layout.c_str(), batch);
-                   std::fprintf(stderr, "%s %s batch %lld: %s\n", c.model, precision.c_str(), batch, e.what());
-                   status = 1;
-                 }
-                 std::fflush(stdout);
+                   return cells;
+                 });
+                 if (!ok) status = 1;
                });
   return status;
 }
@@ -358,22 +403,16 @@ int print_interleaved(const std::vector<Case>& cases, const std::vector<std::str
                  const std::string layouts_str = layout + " (" + base_layout + ")";
                  for (const std::string& mode : modes) {
                    const auto batch = static_cast<long long>(c.batch);
-                   try {
+                   const std::string lead = format("| %s | %s | %s | %s | %s | %lld", c.model, c.optimizer,
+                                                   precision.c_str(), layouts_str.c_str(), mode.c_str(), batch);
+                   const bool ok = print_row(lead, 5, row_name(c, precision, mode), [&] {
                      const Interleaved t = interleave(c, precision, layout, base_layout, mode == "graph", device,
                                                       warmup, steps, rounds);
-                     const std::string allocs = t.device_allocs < 0 ? "n/a" : std::to_string(t.device_allocs);
-                     std::printf("| %s | %s | %s | %s | %s | %lld | %.3f | %.3f | %.3f | %.3f | %.3f | %s |\n",
-                                 c.model, c.optimizer, precision.c_str(), layouts_str.c_str(), mode.c_str(), batch,
-                                 t.fp32_ms, t.amp_ms, t.ratio, t.ratio_min, t.ratio_max, allocs.c_str());
-                     if (t.device_allocs > 0) status = 1;
-                   } catch (const Error& e) {
-                     std::printf("| %s | %s | %s | %s | %s | %lld | failed | | | | | |\n", c.model, c.optimizer,
-                                 precision.c_str(), layouts_str.c_str(), mode.c_str(), batch);
-                     std::fprintf(stderr, "%s %s %s batch %lld: %s\n", c.model, precision.c_str(), mode.c_str(),
-                                  batch, e.what());
-                     status = 1;
-                   }
-                   std::fflush(stdout);
+                     return Cells{format(" | %.3f | %.3f | %.3f | %.3f | %.3f | %s", t.fp32_ms, t.amp_ms, t.ratio,
+                                         t.ratio_min, t.ratio_max, allocs_cell(t.device_allocs).c_str()),
+                                  t.device_allocs <= 0};
+                   });
+                   if (!ok) status = 1;
                  }
                });
   if (status != 0) std::printf("\nFAILED: a step failed or called cudaMalloc after warm-up (see above)\n");
@@ -431,21 +470,15 @@ int main(int argc, char** argv) {
                [&](const Case& c, const std::string& precision, const std::string& layout) {
                  for (const std::string& mode : modes) {
                    const auto batch = static_cast<long long>(c.batch);
-                   try {
+                   const std::string lead = format("| %s | %s | %s | %s | %s | %lld", c.model, c.optimizer,
+                                                   precision.c_str(), layout.c_str(), mode.c_str(), batch);
+                   const bool ok = print_row(lead, 2, row_name(c, precision, mode), [&] {
                      const Timing t = time_case(c, precision, layout, mode == "graph", device, warmup, steps);
-                     const std::string allocs = t.device_allocs < 0 ? "n/a" : std::to_string(t.device_allocs);
-                     std::printf("| %s | %s | %s | %s | %s | %lld | %.3f | %.0f | %s |\n", c.model, c.optimizer,
-                                 precision.c_str(), layout.c_str(), mode.c_str(), batch, t.median_ms,
-                                 double(c.batch) / (t.median_ms * 1e-3), allocs.c_str());
-                     if (t.device_allocs > 0) status = 1;
-                   } catch (const Error& e) {
-                     std::printf("| %s | %s | %s | %s | %s | %lld | failed | | |\n", c.model, c.optimizer,
-                                 precision.c_str(), layout.c_str(), mode.c_str(), batch);
-                     std::fprintf(stderr, "%s %s %s batch %lld: %s\n", c.model, precision.c_str(), mode.c_str(),
-                                  batch, e.what());
-                     status = 1;
-                   }
-                   std::fflush(stdout);
+                     return Cells{format(" | %.3f | %.0f | %s", t.median_ms, double(c.batch) / (t.median_ms * 1e-3),
+                                         allocs_cell(t.device_allocs).c_str()),
+                                  t.device_allocs <= 0};
+                   });
+                   if (!ok) status = 1;
                  }
                });
   if (status != 0) std::printf("\nFAILED: a step failed or called cudaMalloc after warm-up (see above)\n");
