@@ -40,9 +40,12 @@
 //   the stream orders its reuse after the convolution.
 // - Bias: added after the forward and summed for its gradient by the
 //   kernels of kernels/cuda/conv_bias.h (every dtype, float sums).
+// - Filters of few taps (kernels/cuda/conv_small_filter.h) take their weight
+//   and bias gradients from ember's own two kernels, not from cuDNN.
 #include "kernels/cuda/cudnn_conv.h"
 
 #include "kernels/cuda/conv_bias.h"
+#include "kernels/cuda/conv_small_filter.h"
 
 #include <cudnn.h>
 
@@ -615,6 +618,10 @@ void cudnn_conv_backward_data(const ConvArgs& a) {
 }
 
 void cudnn_conv_backward_filter(const ConvArgs& a) {
+  if (small_filter_weight_grad_applies(a)) {
+    small_filter_weight_grad(a);  // the bias's gradient too
+    return;
+  }
   if (a.grad_weight) execute(a, Direction::BackwardFilter, a.input, a.grad_weight, a.grad_output);
   if (a.grad_bias) conv_bias_grad(a);
 }

@@ -17,7 +17,8 @@ namespace ember::cuda {
 void cudnn_conv_forward(const ConvArgs& args);
 // grad_input from grad_output and weight.
 void cudnn_conv_backward_data(const ConvArgs& args);
-// grad_weight from grad_output and input, and grad_bias; each when non-null.
+// grad_weight from grad_output and input, and grad_bias; each when non-null
+// (a small filter's by kernels/cuda/conv_small_filter.h).
 void cudnn_conv_backward_filter(const ConvArgs& args);
 
 }  // namespace ember::cuda

@@ -6,7 +6,7 @@
 // Channels-last too: cuDNN's NHWC engines, with the input, the weight or
 // both channels-last, outputs and gradients channels-last. Plans chosen by
 // timing the candidates and by the heuristics alone, and the timed choice's
-// log.
+// log. Filters of few taps, whose weight gradients ember sums itself.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -179,6 +179,56 @@ TEST(CudaConv2d, ChannelsLastGradientsAreChannelsLast) {
   EXPECT_EQ(w.grad().strides(), w.strides());
 }
 
+// Filters of at most 27 taps (c_in / groups * kh * kw) take their weight and
+// bias gradients from ember's own kernels (kernels/cuda/conv_small_filter.h),
+// not cuDNN: one-channel and RGB first layers, depthwise and grouped
+// filters, a 1x1 over 16 channels, with strides, padding and dilation, more
+// output channels than a block covers and not a multiple of it, and enough
+// positions (the first case: the train_step CNN's first layer) that many
+// blocks add partial sums; NCHW and channels-last, every float dtype
+// (float64 stays NCHW on CUDA), outputs poisoned. Asked with the timed
+// choice's log on, cuDNN plans the forward and backward-data of these
+// shapes, never their backward-filter.
+TEST(CudaConv2d, SmallFiltersWeightGradientsMatchTheCpu) {
+  EMBER_REQUIRE_CUDA();
+  const std::vector<Case> small = {
+      {{64, 1, 28, 28}, {32, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},     // 9 taps, 50176 positions
+      {{3, 3, 33, 31}, {40, 3, 3, 3}, {2, 2}, {1, 0}, {1, 1}, 1},      // RGB, 27 taps, 40 channels
+      {{2, 48, 13, 15}, {48, 1, 3, 3}, {1, 2}, {2, 2}, {2, 2}, 48},    // depthwise, dilated
+      {{2, 4, 9, 10}, {10, 2, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 2},       // grouped, 18 taps
+      {{3, 16, 7, 9}, {33, 16, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 1},      // 1x1 over 16 channels
+      {{2, 1, 19, 17}, {5, 1, 5, 5}, {1, 1}, {2, 2}, {1, 1}, 1},       // 25 taps
+  };
+  const MemoryFormat cl = MemoryFormat::ChannelsLast;
+  ASSERT_EQ(setenv("EMBER_CONV_AUTOTUNE_LOG", "1", 1), 0);
+  ::testing::internal::CaptureStderr();
+  for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16}) {
+    for (MemoryFormat format : {MemoryFormat::Contiguous, cl}) {
+      for (size_t k = 0; k < small.size(); ++k) {
+        const Case& c = small[k];
+        Generator g(100 + k);
+        Tensor x = randn(c.x, DType::Float32, kCPU, &g).to(dt).set_requires_grad();
+        Tensor w = (randn(c.w, DType::Float32, kCPU, &g) * 0.5).to(dt).set_requires_grad();
+        Tensor b = randn({c.w[0]}, DType::Float32, kCPU, &g).to(dt).set_requires_grad();
+        EXPECT_TRUE(testing::cuda_matches_cpu(
+            [&](const TensorList& in) {
+              Tensor y = conv2d(in[0].contiguous(format), in[1].contiguous(format), in[2], c.stride, c.padding,
+                                c.dilation, c.groups);
+              const bool cl_out = format == cl && !(dt == DType::Float64 && y.is_cuda());
+              return TensorList{cl_out ? testing::channels_last_output(y) : y};
+            },
+            {x, w, b}, /*grads=*/true, conv_tolerance(dt)))
+            << dtype_name(dt) << (format == cl ? " channels-last" : " nchw") << " case " << k;
+      }
+    }
+  }
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  unsetenv("EMBER_CONV_AUTOTUNE_LOG");
+  if (conv_autotune()) {
+    EXPECT_NE(log.find("ember conv autotune: forward"), std::string::npos) << log;
+  }
+  EXPECT_EQ(log.find("backward-filter"), std::string::npos) << log;
+}
 
 struct ConvAutotuneScope {
   explicit ConvAutotuneScope(bool on) : previous(conv_autotune()) { set_conv_autotune(on); }
