@@ -1,19 +1,22 @@
 // CUDA kernels of the small-filter weight gradient (see
 // kernels/cuda/conv_small_filter.h).
 //
-// First launch: a block of 8 warps covers 32 output channels (channels-last:
-// a lane each, the warps 8 position slots, so a warp reads one position's 32
-// consecutive gradients and its lanes share the window's input addresses)
-// or 8 (NCHW: a warp each, the lanes 32 position slots, so a warp reads
-// consecutive positions of one channel's plane); blockIdx.y picks the
-// channels, blockIdx.x the positions slot, slot + slots, ... Each thread
-// sums gy * x for each tap of its channel's filter and gy alone (the bias),
-// the block adds its threads' sums per channel and writes them to
-// partials[(o * (taps + 1) + entry) * blocks + block]. Second launch: a warp
-// per entry adds its blocks' partials, a lane per stretch of blocks and then
-// the warp's fixed shuffle tree, and rounds once into grad_weight (in the
-// weight's layout) or grad_bias.
+// First launch: blockIdx.y picks a chunk of up to 4 output channels of one
+// group (2 for filters of more than 9 taps), blockIdx.x and the thread a
+// position, then every gridDim.x * 256th after it. A thread loads its
+// position's input window once (the taps, shared by the chunk's channels),
+// then for each channel of the chunk reads the output gradient and adds
+// gy * window to the channel's tap sums and gy to its bias sum, all in
+// registers. Consecutive threads take consecutive positions: NCHW planes
+// are read in runs, channels-last gradients a chunk's channels at a time.
+// The warps add their lanes' sums by shuffles, the block its warps' in
+// shared memory, and the block writes one partial sum per entry to
+// partials[(o * (taps + 1) + entry) * blocks + block]. Second launch: a
+// warp per entry adds its blocks' partials, a lane per stretch of blocks
+// and then the warp's fixed shuffle tree, and rounds once into grad_weight
+// (in the weight's layout) or grad_bias.
 #include <algorithm>
+#include <climits>
 
 #include "core/cuda/device.h"
 #include "core/error.h"
@@ -31,73 +34,98 @@ constexpr int kThreads = kWarps * 32;
 
 int64_t taps_of(const ConvArgs& a) { return a.c_in / a.groups * a.kernel_h * a.kernel_w; }
 
-// Output channels a block covers, and its position slots.
-int channels_per_block(bool channels_last) { return channels_last ? 32 : kWarps; }
-int slots_per_block(bool channels_last) { return channels_last ? kWarps : 32; }
+// The output channels a thread sums for: up to 4 (2 for filters of more
+// than 9 taps), all of one group, so that they share the input window.
+template <int MaxTaps>
+constexpr int kChunk = MaxTaps <= 9 ? 4 : 2;
 
-template <typename T, int MaxTaps, bool ChannelsLast>
-__global__ void __launch_bounds__(kThreads) partial_sums_kernel(const ConvArgs a, int taps, acc_t<T>* partials) {
+struct Chunks {
+  int64_t size;       // channels a chunk (the last of a group may have fewer)
+  int64_t per_group;  // chunks a group
+};
+
+Chunks chunks_of(const ConvArgs& a, int chunk) {
+  const int64_t per_group_channels = a.c_out / a.groups, size = std::min<int64_t>(chunk, per_group_channels);
+  return {size, ceil_div(per_group_channels, size)};
+}
+
+template <typename T, int MaxTaps>
+__global__ void __launch_bounds__(kThreads) partial_sums_kernel(const ConvArgs a, int taps, Chunks chunks,
+                                                                acc_t<T>* partials) {
   using A = acc_t<T>;
-  // Each tap's input channel within the group and its offsets from the
-  // window's corner.
-  __shared__ int tap_channel[MaxTaps], tap_row[MaxTaps], tap_col[MaxTaps];
-  const int area = int(a.kernel_h * a.kernel_w);
+  constexpr int C = kChunk<MaxTaps>;
+  // Each tap's offsets from the window's corner: rows, columns, and
+  // elements of the input (its channel within the group included). Every
+  // index fits in 32 bits (applies()).
+  __shared__ int tap_row[MaxTaps], tap_col[MaxTaps], tap_offset[MaxTaps];
+  const int h = int(a.h), w = int(a.w), c_in = int(a.c_in);
   if (int(threadIdx.x) < taps) {
-    const int t = int(threadIdx.x), r = t % area;
-    tap_channel[t] = t / area;
-    tap_row[t] = int(r / a.kernel_w * a.dilation_h);
-    tap_col[t] = int(r % a.kernel_w * a.dilation_w);
+    const int t = int(threadIdx.x), area = int(a.kernel_h * a.kernel_w), i = t / area, k = t % area;
+    tap_row[t] = k / int(a.kernel_w) * int(a.dilation_h);
+    tap_col[t] = k % int(a.kernel_w) * int(a.dilation_w);
+    tap_offset[t] = a.channels_last ? (tap_row[t] * w + tap_col[t]) * c_in + i : (i * h + tap_row[t]) * w + tap_col[t];
   }
   __syncthreads();
-  const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
-  const int64_t o = ChannelsLast ? int64_t(blockIdx.y) * 32 + lane : int64_t(blockIdx.y) * kWarps + warp;
-  const int slots = ChannelsLast ? kWarps : 32, slot = ChannelsLast ? warp : lane;
-  const int64_t plane = a.out_h * a.out_w, m = a.n * plane, step = int64_t(gridDim.x) * slots;
-  // acc[t] for tap t < taps; acc[MaxTaps] the bias's sum.
-  A acc[MaxTaps + 1];
+  const int per_group_channels = int(a.c_out / a.groups), group = int(blockIdx.y / chunks.per_group);
+  const int first = group * per_group_channels + int(blockIdx.y % chunks.per_group) * int(chunks.size);
+  const int left = (group + 1) * per_group_channels - first;
+  const int count = left < int(chunks.size) ? left : int(chunks.size);
+  const int first_input = group * int(a.c_in / a.groups), c_out = int(a.c_out);
+  const int out_w = int(a.out_w), plane = int(a.out_h) * out_w, m = int(a.n) * plane;
+  const T* __restrict__ x = static_cast<const T*>(a.input);
+  const T* __restrict__ gy = static_cast<const T*>(a.grad_output);
+  // acc[j][t]: channel first + j, tap t < taps; acc[j][MaxTaps] its bias sum.
+  A acc[C][MaxTaps + 1];
 #pragma unroll
-  for (int t = 0; t <= MaxTaps; ++t) acc[t] = A(0);
-  if (o < a.c_out) {
-    const T* x = static_cast<const T*>(a.input);
-    const T* gy = static_cast<const T*>(a.grad_output);
-    const int64_t first_channel = o / (a.c_out / a.groups) * (a.c_in / a.groups);
-    for (int64_t pos = int64_t(blockIdx.x) * slots + slot; pos < m; pos += step) {
-      const int64_t b = pos / plane, r = pos - b * plane, oy = r / a.out_w, ox = r - oy * a.out_w;
-      const A g = to_acc(gy[ChannelsLast ? pos * a.c_out + o : (b * a.c_out + o) * plane + r]);
-      acc[MaxTaps] += g;
-      const int64_t iy0 = oy * a.stride_h - a.padding_h, ix0 = ox * a.stride_w - a.padding_w;
+  for (int j = 0; j < C; ++j) {
 #pragma unroll
-      for (int t = 0; t < MaxTaps; ++t) {
-        if (t >= taps) break;
-        const int64_t iy = iy0 + tap_row[t], ix = ix0 + tap_col[t];
-        if (iy < 0 || iy >= a.h || ix < 0 || ix >= a.w) continue;
-        const int64_t c = first_channel + tap_channel[t];
-        acc[t] += g * to_acc(x[ChannelsLast ? ((b * a.h + iy) * a.w + ix) * a.c_in + c
-                                            : ((b * a.c_in + c) * a.h + iy) * a.w + ix]);
+    for (int t = 0; t <= MaxTaps; ++t) acc[j][t] = A(0);
+  }
+  for (int pos = int(blockIdx.x * kThreads + threadIdx.x); pos < m; pos += int(gridDim.x) * kThreads) {
+    const int b = pos / plane, r = pos - b * plane, oy = r / out_w, ox = r - oy * out_w;
+    const int iy0 = oy * int(a.stride_h) - int(a.padding_h), ix0 = ox * int(a.stride_w) - int(a.padding_w);
+    // The window's corner, which may lie in the padding.
+    const int corner = a.channels_last ? ((b * h + iy0) * w + ix0) * c_in + first_input
+                                       : ((b * c_in + first_input) * h + iy0) * w + ix0;
+    A window[MaxTaps];
+#pragma unroll
+    for (int t = 0; t < MaxTaps; ++t) {
+      bool inside = false;
+      if (t < taps) {
+        const int iy = iy0 + tap_row[t], ix = ix0 + tap_col[t];
+        inside = unsigned(iy) < unsigned(h) && unsigned(ix) < unsigned(w);
       }
+      window[t] = inside ? to_acc(x[corner + tap_offset[t]]) : A(0);
+    }
+#pragma unroll
+    for (int j = 0; j < C; ++j) {
+      const A g = j < count ? to_acc(gy[a.channels_last ? pos * c_out + first + j : (b * c_out + first + j) * plane + r])
+                            : A(0);
+      acc[j][MaxTaps] += g;
+#pragma unroll
+      for (int t = 0; t < MaxTaps; ++t) acc[j][t] += g * window[t];
     }
   }
-  // Entry e < taps is tap e, entry taps the bias; the block's threads of one
-  // channel add theirs.
-  __shared__ A share[kWarps][33];
-  const int64_t entries = taps + 1;
+  // Entry e < taps of a channel is its tap e, entry taps its bias; each
+  // warp adds its lanes', then the block its warps'.
+  __shared__ A share[kWarps][C * (MaxTaps + 1)];
+  const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
 #pragma unroll
-  for (int e = 0; e <= MaxTaps; ++e) {
-    if (e > taps) break;
-    const A v = e == taps ? acc[MaxTaps] : acc[e];
-    if constexpr (ChannelsLast) {
-      share[warp][lane] = v;
-      __syncthreads();
-      if (warp == 0 && o < a.c_out) {
-        A s = share[0][lane];
-        for (int w = 1; w < kWarps; ++w) s += share[w][lane];
-        partials[(o * entries + e) * gridDim.x + blockIdx.x] = s;
-      }
-      __syncthreads();
-    } else {
-      const A s = warp_sum(v);
-      if (lane == 0 && o < a.c_out) partials[(o * entries + e) * gridDim.x + blockIdx.x] = s;
+  for (int j = 0; j < C; ++j) {
+#pragma unroll
+    for (int t = 0; t <= MaxTaps; ++t) {
+      const A v = warp_sum(acc[j][t]);
+      if (lane == 0) share[warp][j * (MaxTaps + 1) + t] = v;
     }
+  }
+  __syncthreads();
+  const int64_t entries = taps + 1;
+  for (int i = int(threadIdx.x); i < count * int(entries); i += kThreads) {
+    const int j = i / int(entries), e = i % int(entries);
+    const int slot = j * (MaxTaps + 1) + (e == taps ? MaxTaps : e);
+    A total = share[0][slot];
+    for (int w = 1; w < kWarps; ++w) total += share[w][slot];
+    partials[((int64_t(first) + j) * entries + e) * gridDim.x + blockIdx.x] = total;
   }
 }
 
@@ -125,21 +153,22 @@ __global__ void __launch_bounds__(kThreads) finish_kernel(const ConvArgs a, int 
   static_cast<T*>(a.grad_weight)[index] = from_acc<T>(s);
 }
 
-template <typename T, int MaxTaps, bool ChannelsLast>
+template <typename T, int MaxTaps>
 void launch(const ConvArgs& a, cudaStream_t stream) {
   using A = acc_t<T>;
   const int taps = int(taps_of(a));
   const int64_t m = a.n * a.out_h * a.out_w;
-  const int64_t channel_blocks = ceil_div(a.c_out, channels_per_block(ChannelsLast));
-  // Two blocks per multiprocessor in all, each slot given at least 4 positions.
+  const Chunks chunks = chunks_of(a, kChunk<MaxTaps>);
+  const int64_t chunk_blocks = a.groups * chunks.per_group;
+  // Four blocks per multiprocessor in all (32 warps), each thread given at
+  // least 4 positions.
   const int64_t sms = properties(a.device).multiprocessor_count;
-  const int blocks = int(std::clamp<int64_t>(ceil_div(2 * sms, channel_blocks), 1,
-                                             ceil_div(m, 4 * slots_per_block(ChannelsLast))));
+  const int blocks = int(std::clamp<int64_t>(ceil_div(4 * sms, chunk_blocks), 1, ceil_div(m, 4 * kThreads)));
   const int64_t entries = a.c_out * (taps + 1);
   Tensor partials = empty({entries * blocks * int64_t(sizeof(A))}, DType::Bool, cuda_device(a.device));
   A* p = static_cast<A*>(partials.data_ptr());
-  partial_sums_kernel<T, MaxTaps, ChannelsLast>
-      <<<dim3(unsigned(blocks), unsigned(channel_blocks)), kThreads, 0, stream>>>(a, taps, p);
+  partial_sums_kernel<T, MaxTaps>
+      <<<dim3(unsigned(blocks), unsigned(chunk_blocks)), kThreads, 0, stream>>>(a, taps, chunks, p);
   EMBER_CUDA_CHECK_LAUNCH();
   finish_kernel<T><<<grid_size(ceil_div(entries, kWarps)), kThreads, 0, stream>>>(a, taps, blocks, p);
   EMBER_CUDA_CHECK_LAUNCH();
@@ -148,8 +177,10 @@ void launch(const ConvArgs& a, cudaStream_t stream) {
 }  // namespace
 
 bool small_filter_weight_grad_applies(const ConvArgs& a) {
+  const int64_t limit = INT_MAX / 2;  // 32-bit indices, and positions plus a grid's stride
   return a.grad_weight != nullptr && taps_of(a) <= kSmallFilterMaxTaps &&
-         ceil_div(a.c_out, channels_per_block(a.channels_last)) <= 65535;
+         a.groups * chunks_of(a, kChunk<kSmallFilterMaxTaps>).per_group <= 65535 &&
+         a.n * a.c_in * a.h * a.w <= limit && a.n * a.c_out * a.out_h * a.out_w <= limit;
 }
 
 void small_filter_weight_grad(const ConvArgs& a) {
@@ -159,14 +190,8 @@ void small_filter_weight_grad(const ConvArgs& a) {
   DeviceGuard guard(a.device);
   cudaStream_t stream = current_stream(a.device).handle();
   EMBER_DISPATCH_FLOAT(a.dtype, "conv2d_backward", [&]<typename T>() {
-    const bool few = taps_of(a) <= 9;
-    if (a.channels_last) {
-      if (few) launch<T, 9, true>(a, stream);
-      else launch<T, kSmallFilterMaxTaps, true>(a, stream);
-    } else {
-      if (few) launch<T, 9, false>(a, stream);
-      else launch<T, kSmallFilterMaxTaps, false>(a, stream);
-    }
+    if (taps_of(a) <= 9) launch<T, 9>(a, stream);
+    else launch<T, kSmallFilterMaxTaps>(a, stream);
   });
 }
 
