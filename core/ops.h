@@ -214,8 +214,12 @@ Tensor adaptive_avg_pool2d(const Tensor& input, Int2 output_size);
 // the running statistics have the input's dtype, except that a float16 or
 // bfloat16 input may come with float32 ones (mixed precision): the input is
 // then normalized in float32 and the result has the input's dtype.
+// num_batches_tracked, when defined (a () int64 tensor on the input's
+// device), is incremented in place in training by the normalizing kernels
+// (nn::BatchNorm's counter, with no launch of its own); ignored in eval.
 Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
-                  const Tensor& weight, const Tensor& bias, bool training, double momentum = 0.1, double eps = 1e-5);
+                  const Tensor& weight, const Tensor& bias, bool training, double momentum = 0.1, double eps = 1e-5,
+                  const Tensor& num_batches_tracked = Tensor());
 
 // ---------------- linear algebra ----------------
 // torch.matmul: 1-D x 1-D dot, 2-D x 2-D, 1-D promoted and removed, and

@@ -72,16 +72,21 @@ Tensor BatchNormBase::forward(const Tensor& input) {
                                                     << " channels (dim 1) but the input has shape "
                                                     << shape_str(input.shape()));
   double factor = momentum.value_or(0.0);
+  Tensor counter;  // counted by the op's kernels, with no launch of its own
   if (is_training() && track_running_stats) {
-    NoGradGuard no_grad;
-    num_batches_tracked.add_(1);
-    if (!momentum) factor = 1.0 / double(num_batches_tracked.item<int64_t>());
+    if (momentum && num_batches_tracked.device() == input.device()) {
+      counter = num_batches_tracked;
+    } else {
+      NoGradGuard no_grad;
+      num_batches_tracked.add_(1);
+      if (!momentum) factor = 1.0 / double(num_batches_tracked.item<int64_t>());
+    }
   }
-  return normalize(input, is_training() || !track_running_stats, factor);
+  return normalize(input, is_training() || !track_running_stats, factor, counter);
 }
 
-Tensor BatchNormBase::normalize(const Tensor& input, bool use_batch_stats, double factor) {
-  return batch_norm(input, running_mean, running_var, weight, bias, use_batch_stats, factor, eps);
+Tensor BatchNormBase::normalize(const Tensor& input, bool use_batch_stats, double factor, const Tensor& counter) {
+  return batch_norm(input, running_mean, running_var, weight, bias, use_batch_stats, factor, eps, counter);
 }
 
 std::string BatchNormBase::extra_repr() const {

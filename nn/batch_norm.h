@@ -52,9 +52,11 @@ class BatchNormBase : public UnaryModule {
   explicit BatchNormBase(const BatchNormBase& other);
   virtual void check_input_dim(const Tensor& input) const = 0;
   // Normalizes with the batch statistics (use_batch_stats, updating the
-  // running ones with momentum factor) or the running ones. Default:
-  // ember::batch_norm.
-  virtual Tensor normalize(const Tensor& input, bool use_batch_stats, double factor);
+  // running ones with momentum factor) or the running ones, and adds one to
+  // counter when it is defined (num_batches_tracked, in training with a
+  // momentum, left to this call). Default: ember::batch_norm, whose kernels
+  // count it.
+  virtual Tensor normalize(const Tensor& input, bool use_batch_stats, double factor, const Tensor& counter);
 };
 
 class BatchNorm1d : public BatchNormBase {

@@ -175,8 +175,12 @@ void SyncBatchNorm::check_input_dim(const Tensor& input) const {
                                     << shape_str(input.shape()));
 }
 
-Tensor SyncBatchNorm::normalize(const Tensor& input, bool use_batch_stats, double factor) {
-  if (!use_batch_stats) return BatchNormBase::normalize(input, false, factor);
+Tensor SyncBatchNorm::normalize(const Tensor& input, bool use_batch_stats, double factor, const Tensor& counter) {
+  if (counter.defined()) {
+    NoGradGuard no_grad;
+    Tensor(counter).add_(1);
+  }
+  if (!use_batch_stats) return BatchNormBase::normalize(input, false, factor, Tensor());
   // Eval without running statistics: each rank's batch alone, as PyTorch.
   std::shared_ptr<ProcessGroup> group = is_training() ? process_group() : nullptr;
   return sync_batch_norm(input, weight, bias, is_training() ? running_mean : Tensor(), running_var, factor, eps,

@@ -70,7 +70,7 @@ class SyncBatchNorm : public nn::BatchNormBase {
 
  protected:
   void check_input_dim(const Tensor& input) const override;
-  Tensor normalize(const Tensor& input, bool use_batch_stats, double factor) override;
+  Tensor normalize(const Tensor& input, bool use_batch_stats, double factor, const Tensor& counter) override;
 
  private:
   std::shared_ptr<ProcessGroup> group_;

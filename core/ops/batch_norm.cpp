@@ -72,7 +72,7 @@ TensorList composed_backward(const Tensor& gy, const Tensor& x, const Tensor& w,
 }  // namespace
 
 Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
-                  const Tensor& bias, bool training, double momentum, double eps) {
+                  const Tensor& bias, bool training, double momentum, double eps, const Tensor& num_batches_tracked) {
   EMBER_CHECK(input.defined(), "batch_norm: got an undefined input");
   EMBER_CHECK(input.dim() >= 2, "batch_norm: expected an input of shape (N, C, *) with at least 2 dims, but got shape "
                                     << shape_str(input.shape()));
@@ -100,6 +100,13 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
               "batch_norm: eval mode (training=false) normalizes with running_mean and running_var, so both must be "
               "given (input of shape "
                   << shape_str(input.shape()) << ")");
+  const bool count = training && num_batches_tracked.defined();
+  if (count) {
+    EMBER_CHECK(num_batches_tracked.dtype() == DType::Int64 && num_batches_tracked.dim() == 0 &&
+                    num_batches_tracked.device() == input.device(),
+                "batch_norm: num_batches_tracked must be a () int64 tensor on the input's device, but got "
+                    << describe(num_batches_tracked) << " for input " << describe(input));
+  }
   const int64_t n = input.size(0), c = input.size(1);
   int64_t inner = 1;
   for (int64_t d = 2; d < input.dim(); ++d) inner *= input.size(d);
@@ -143,7 +150,13 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
   a.output = y.data_ptr();
   a.save_mean = save_mean.data_ptr();
   a.save_invstd = save_invstd.data_ptr();
+  if (count && x.numel() > 0) a.num_batches_tracked = static_cast<int64_t*>(num_batches_tracked.data_ptr());
   if (x.numel() > 0) batch_norm_forward_stub(x.device().type)(a);
+  if (count) {
+    NoGradGuard no_grad;
+    if (x.numel() > 0) num_batches_tracked.storage()->bump_version();
+    else Tensor(num_batches_tracked).add_(1);
+  }
   if (training && x.numel() > 0) {
     NoGradGuard no_grad;
     for (auto [stat, dense] : {std::pair{running_mean, rm}, std::pair{running_var, rv}}) {
@@ -180,6 +193,7 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
       ba.running_mean = nullptr;
       ba.running_var = nullptr;
       ba.output = nullptr;
+      ba.num_batches_tracked = nullptr;
       ba.grad_output = gy.data_ptr();
       ba.grad_input = need_x ? dx.data_ptr() : nullptr;
       ba.grad_weight = need_w ? dw.data_ptr() : nullptr;

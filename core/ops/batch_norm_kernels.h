@@ -21,6 +21,8 @@
 //   (both non-null).
 // - then output = (input - save_mean) * save_invstd * weight + bias (weight
 //   1 and bias 0 when null).
+// - num_batches_tracked, when non-null (training only), += 1 on the device,
+//   by the same launches: nn::BatchNorm's counter without a kernel of its own.
 // backward (from the forward's save_mean and save_invstd), with
 // xhat = (input - save_mean) * save_invstd and sums per channel over n, inner:
 // - grad_weight = sum(grad_output * xhat), grad_bias = sum(grad_output),
@@ -53,6 +55,7 @@ struct BatchNormArgs {
   void* output = nullptr;
   void* save_mean = nullptr;    // (c), statistics dtype
   void* save_invstd = nullptr;  // (c), statistics dtype
+  int64_t* num_batches_tracked = nullptr;  // () counter, training forward only
   // backward only
   const void* grad_output = nullptr;
   void* grad_input = nullptr;

@@ -28,6 +28,7 @@ void forward(const BatchNormArgs& a) {
   S* save_mean = static_cast<S*>(a.save_mean);
   S* save_invstd = static_cast<S*>(a.save_invstd);
   const int64_t m = a.n * a.inner;
+  if (a.num_batches_tracked) ++*a.num_batches_tracked;
   for (int64_t c = 0; c < a.c; ++c) {
     if (a.training) {
       S mean = 0, m2 = 0, count = 0;

@@ -209,8 +209,16 @@ struct Affine {
   }
 };
 
+// nn::BatchNorm's counter, by the first thread of a normalizing launch.
+__device__ __forceinline__ void count_batch(const BatchNormArgs& a) {
+  if (a.num_batches_tracked != nullptr && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) {
+    ++*a.num_batches_tracked;
+  }
+}
+
 template <typename T, typename P, typename S>
 __global__ void normalize_kernel(BatchNormArgs a) {
+  count_batch(a);
   for_each_element(a, [&](int64_t i, int64_t c) {
     const Affine<P, S> f(a, c);
     store<T, S>(a.output, i, load<T, S>(a.input, i) * f.scale + f.shift);
@@ -228,6 +236,7 @@ __device__ __forceinline__ int64_t tile_channel(const BatchNormArgs& a) {
 // coefficients are read once.
 template <typename T, typename P, typename S>
 __global__ void normalize_tile_kernel(BatchNormArgs a, int64_t rows) {
+  count_batch(a);
   const int64_t b0 = int64_t(blockIdx.y) * rows, b1 = ::min(a.n, b0 + rows);
   const Affine<P, S> f(a, tile_channel(a));
   for_tile_values(a, b0, b1,

@@ -184,6 +184,23 @@ TEST(BatchNorm, ErrorsNameShapes) {
   EXPECT_TRUE(throws_with([&] { batch_norm(x, {}, {}, {}, zeros({3}, DType::Float64), true); },
                           {"batch_norm", "bias is [3] float64", "input is [4, 3, 5] float32"}));
   EXPECT_TRUE(throws_with([&] { batch_norm(x.to(DType::Int64), {}, {}, {}, {}, true); }, {"batch_norm", "floating", "int64"}));
+  EXPECT_TRUE(throws_with([&] { batch_norm(x, {}, {}, {}, {}, true, 0.1, 1e-5, zeros({}, DType::Int32)); },
+                          {"batch_norm", "num_batches_tracked must be a () int64 tensor", "int32", "[4, 3, 5]"}));
+  EXPECT_TRUE(throws_with([&] { batch_norm(x, {}, {}, {}, {}, true, 0.1, 1e-5, zeros({1}, DType::Int64)); },
+                          {"batch_norm", "num_batches_tracked", "[1] int64"}));
+}
+
+// The counter given to batch_norm is incremented by the op in training (in
+// place: the same tensor, its version moved) and left alone in eval.
+TEST(BatchNorm, CountsBatchesInTraining) {
+  Tensor x = randn({4, 3, 5}), counter = zeros({}, DType::Int64), rm = zeros({3}), rv = ones({3});
+  const uint32_t version = counter.version();
+  batch_norm(x, rm, rv, {}, {}, true, 0.1, 1e-5, counter);
+  batch_norm(x, rm, rv, {}, {}, true, 0.1, 1e-5, counter);
+  EXPECT_EQ(counter.item<int64_t>(), 2);
+  EXPECT_GT(counter.version(), version);
+  batch_norm(x, rm, rv, {}, {}, false, 0.1, 1e-5, counter);
+  EXPECT_EQ(counter.item<int64_t>(), 2);
 }
 
 }  // namespace

@@ -156,5 +156,36 @@ TEST(CudaBatchNorm, ChannelsLastMatchesCpu) {
   }
 }
 
+// The counter batch_norm takes is counted by the normalizing kernels, per-
+// element (NCHW), tiled (channels-last, and (N, C)) alike, in training only;
+// nn::BatchNorm2d's num_batches_tracked on the GPU the same, with a
+// momentum (counted by the op) and without (counted on the host, which
+// reads it for the cumulative average).
+TEST(CudaBatchNorm, CountsBatchesInTheNormalizingKernels) {
+  EMBER_REQUIRE_CUDA();
+  const Device gpu = cuda_device(0);
+  for (const Shape& shape : std::vector<Shape>{{4, 3, 5, 7}, {4, 32, 14, 14}, {8, 40}}) {
+    for (bool channels_last : {false, true}) {
+      if (channels_last && shape.size() != 4) continue;
+      Tensor x = randn(shape, DType::Float16, gpu);
+      if (channels_last) x = x.contiguous(MemoryFormat::ChannelsLast);
+      Tensor counter = zeros({}, DType::Int64, gpu), rm = zeros({shape[1]}, DType::Float32, gpu),
+             rv = ones({shape[1]}, DType::Float32, gpu);
+      for (int step = 0; step < 3; ++step) batch_norm(x, rm, rv, {}, {}, true, 0.1, 1e-5, counter);
+      batch_norm(x, rm, rv, {}, {}, false, 0.1, 1e-5, counter);
+      EXPECT_EQ(counter.item<int64_t>(), 3) << shape_str(shape) << (channels_last ? " channels-last" : "");
+    }
+  }
+  for (std::optional<double> momentum : {std::optional<double>(0.1), std::optional<double>()}) {
+    auto bn = std::make_shared<nn::BatchNorm2d>(6, 1e-5, momentum);
+    bn->to(gpu);
+    Tensor x = randn({4, 6, 5, 5}, DType::Float32, gpu);
+    for (int step = 0; step < 2; ++step) bn->forward(x);
+    bn->eval();
+    bn->forward(x);
+    EXPECT_EQ(bn->num_batches_tracked.item<int64_t>(), 2) << (momentum ? "momentum 0.1" : "cumulative");
+  }
+}
+
 }  // namespace
 }  // namespace ember
