@@ -71,18 +71,25 @@ Tensor BatchNormBase::forward(const Tensor& input) {
   EMBER_CHECK(input.size(1) == num_features, name() << ": expected " << num_features
                                                     << " channels (dim 1) but the input has shape "
                                                     << shape_str(input.shape()));
+  // The batch is counted once the op has taken it: by the op's kernels
+  // (counter), or here after it.
   double factor = momentum.value_or(0.0);
-  Tensor counter;  // counted by the op's kernels, with no launch of its own
+  Tensor counter;
+  bool count_after = false;
   if (is_training() && track_running_stats) {
     if (momentum && num_batches_tracked.device() == input.device()) {
       counter = num_batches_tracked;
     } else {
-      NoGradGuard no_grad;
-      num_batches_tracked.add_(1);
-      if (!momentum) factor = 1.0 / double(num_batches_tracked.item<int64_t>());
+      if (!momentum) factor = 1.0 / double(num_batches_tracked.item<int64_t>() + 1);
+      count_after = true;
     }
   }
-  return normalize(input, is_training() || !track_running_stats, factor, counter);
+  Tensor y = normalize(input, is_training() || !track_running_stats, factor, counter);
+  if (count_after) {
+    NoGradGuard no_grad;
+    num_batches_tracked.add_(1);
+  }
+  return y;
 }
 
 Tensor BatchNormBase::normalize(const Tensor& input, bool use_batch_stats, double factor, const Tensor& counter) {

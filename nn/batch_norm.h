@@ -7,7 +7,9 @@
 //   running_var (ones) and num_batches_tracked (int64, 0) are updated:
 //   running = (1 - m) running + m batch (unbiased variance), with m =
 //   momentum, or 1 / num_batches_tracked when momentum is nullopt (a
-//   cumulative average; reading the count synchronizes on CUDA).
+//   cumulative average; reading the count synchronizes on CUDA). The
+//   batch is counted once the op has taken it: a forward that throws (an
+//   input it rejects) leaves the count as it was.
 // - Eval: the running statistics normalize (the batch ones when
 //   track_running_stats is off, as PyTorch).
 // - affine adds weight (ones) and bias (zeros), one per channel.

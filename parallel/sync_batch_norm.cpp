@@ -176,15 +176,16 @@ void SyncBatchNorm::check_input_dim(const Tensor& input) const {
 }
 
 Tensor SyncBatchNorm::normalize(const Tensor& input, bool use_batch_stats, double factor, const Tensor& counter) {
+  if (!use_batch_stats) return BatchNormBase::normalize(input, false, factor, counter);
+  // Eval without running statistics: each rank's batch alone, as PyTorch.
+  std::shared_ptr<ProcessGroup> group = is_training() ? process_group() : nullptr;
+  Tensor y = sync_batch_norm(input, weight, bias, is_training() ? running_mean : Tensor(), running_var, factor, eps,
+                             group);
   if (counter.defined()) {
     NoGradGuard no_grad;
     Tensor(counter).add_(1);
   }
-  if (!use_batch_stats) return BatchNormBase::normalize(input, false, factor, Tensor());
-  // Eval without running statistics: each rank's batch alone, as PyTorch.
-  std::shared_ptr<ProcessGroup> group = is_training() ? process_group() : nullptr;
-  return sync_batch_norm(input, weight, bias, is_training() ? running_mean : Tensor(), running_var, factor, eps,
-                         group);
+  return y;
 }
 
 std::shared_ptr<nn::Module> SyncBatchNorm::clone() const {

@@ -17,6 +17,7 @@
 // (in the weight's layout) or grad_bias.
 #include <algorithm>
 #include <climits>
+#include <initializer_list>
 
 #include "core/cuda/device.h"
 #include "core/error.h"
@@ -33,6 +34,17 @@ constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
 
 int64_t taps_of(const ConvArgs& a) { return a.c_in / a.groups * a.kernel_h * a.kernel_w; }
+
+// Whether the product of these positive factors is at most limit, without
+// overflowing on the way.
+bool product_within(std::initializer_list<int64_t> factors, int64_t limit) {
+  int64_t product = 1;
+  for (int64_t f : factors) {
+    if (f > limit / product) return false;
+    product *= f;
+  }
+  return true;
+}
 
 // The output channels a thread sums for: up to 4 (2 for filters of more
 // than 9 taps), all of one group, so that they share the input window.
@@ -56,7 +68,8 @@ __global__ void __launch_bounds__(kThreads) partial_sums_kernel(const ConvArgs a
   constexpr int C = kChunk<MaxTaps>;
   // Each tap's offsets from the window's corner: rows, columns, and
   // elements of the input (its channel within the group included). Every
-  // index fits in 32 bits (applies()).
+  // index, offset and corner fits in 32 bits: applies() bounds the padded
+  // input and the output.
   __shared__ int tap_row[MaxTaps], tap_col[MaxTaps], tap_offset[MaxTaps];
   const int h = int(a.h), w = int(a.w), c_in = int(a.c_in);
   if (int(threadIdx.x) < taps) {
@@ -124,7 +137,7 @@ __global__ void __launch_bounds__(kThreads) partial_sums_kernel(const ConvArgs a
     const int j = i / int(entries), e = i % int(entries);
     const int slot = j * (MaxTaps + 1) + (e == taps ? MaxTaps : e);
     A total = share[0][slot];
-    for (int w = 1; w < kWarps; ++w) total += share[w][slot];
+    for (int k = 1; k < kWarps; ++k) total += share[k][slot];
     partials[((int64_t(first) + j) * entries + e) * gridDim.x + blockIdx.x] = total;
   }
 }
@@ -153,6 +166,19 @@ __global__ void __launch_bounds__(kThreads) finish_kernel(const ConvArgs a, int 
   static_cast<T*>(a.grad_weight)[index] = from_acc<T>(s);
 }
 
+// The blocks of partial_sums_kernel<T, MaxTaps> a multiprocessor runs at
+// once (its registers decide: 2 for 9 taps, 1 for 27 on sm_90), asked of
+// the runtime once per kernel.
+template <typename T, int MaxTaps>
+int64_t resident_blocks() {
+  static const int64_t blocks = [] {
+    int b = 0;
+    EMBER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, partial_sums_kernel<T, MaxTaps>, kThreads, 0));
+    return int64_t(std::max(b, 1));
+  }();
+  return blocks;
+}
+
 template <typename T, int MaxTaps>
 void launch(const ConvArgs& a, cudaStream_t stream) {
   using A = acc_t<T>;
@@ -160,10 +186,10 @@ void launch(const ConvArgs& a, cudaStream_t stream) {
   const int64_t m = a.n * a.out_h * a.out_w;
   const Chunks chunks = chunks_of(a, kChunk<MaxTaps>);
   const int64_t chunk_blocks = a.groups * chunks.per_group;
-  // Four blocks per multiprocessor in all (32 warps), each thread given at
-  // least 4 positions.
-  const int64_t sms = properties(a.device).multiprocessor_count;
-  const int blocks = int(std::clamp<int64_t>(ceil_div(4 * sms, chunk_blocks), 1, ceil_div(m, 4 * kThreads)));
+  // One wave of the blocks the device holds at once, all chunks together,
+  // but no more than gives each thread 2 positions.
+  const int64_t wave = resident_blocks<T, MaxTaps>() * properties(a.device).multiprocessor_count;
+  const int blocks = int(std::clamp<int64_t>(ceil_div(wave, chunk_blocks), 1, ceil_div(m, 2 * kThreads)));
   const int64_t entries = a.c_out * (taps + 1);
   Tensor partials = empty({entries * blocks * int64_t(sizeof(A))}, DType::Bool, cuda_device(a.device));
   A* p = static_cast<A*>(partials.data_ptr());
@@ -177,16 +203,25 @@ void launch(const ConvArgs& a, cudaStream_t stream) {
 }  // namespace
 
 bool small_filter_weight_grad_applies(const ConvArgs& a) {
-  const int64_t limit = INT_MAX / 2;  // 32-bit indices, and positions plus a grid's stride
-  return a.grad_weight != nullptr && taps_of(a) <= kSmallFilterMaxTaps &&
-         a.groups * chunks_of(a, kChunk<kSmallFilterMaxTaps>).per_group <= 65535 &&
-         a.n * a.c_in * a.h * a.w <= limit && a.n * a.c_out * a.out_h * a.out_w <= limit;
+  if (a.grad_weight == nullptr || taps_of(a) > kSmallFilterMaxTaps) return false;
+  // 32-bit indices over the padded input (window corners lie in the
+  // padding) and the output, with room for a grid's stride past the last
+  // position; the chunks within grid.y's limit.
+  // (The front-end keeps each window inside the padded input.)
+  const int64_t limit = INT_MAX / 2;
+  const int chunk = taps_of(a) <= 9 ? kChunk<9> : kChunk<kSmallFilterMaxTaps>;
+  return product_within({a.n, a.c_in, a.h + 2 * a.padding_h, a.w + 2 * a.padding_w}, limit) &&
+         product_within({a.n, a.c_out, a.out_h, a.out_w}, limit) && a.stride_h <= limit && a.stride_w <= limit &&
+         a.groups * chunks_of(a, chunk).per_group <= 65535;
 }
 
 void small_filter_weight_grad(const ConvArgs& a) {
   EMBER_CHECK(small_filter_weight_grad_applies(a),
-              "conv2d_backward: the small-filter weight gradient takes at most "
-                  << kSmallFilterMaxTaps << " taps and a weight gradient, got " << taps_of(a) << " taps");
+              "conv2d_backward: the small-filter weight gradient takes a weight gradient, at most "
+                  << kSmallFilterMaxTaps << " taps, 32-bit indices and at most 65535 chunks of channels; got "
+                  << taps_of(a) << " taps, input [" << a.n << ", " << a.c_in << ", " << a.h << ", " << a.w
+                  << "], output [" << a.n << ", " << a.c_out << ", " << a.out_h << ", " << a.out_w << "], groups "
+                  << a.groups);
   DeviceGuard guard(a.device);
   cudaStream_t stream = current_stream(a.device).handle();
   EMBER_DISPATCH_FLOAT(a.dtype, "conv2d_backward", [&]<typename T>() {

@@ -5,11 +5,13 @@
 // (n * out_h * out_w of them), a reduction cuDNN's engines run as a split-K
 // GEMM wrapped in layout transposes, four launches and 30-40 us of host
 // time on the train_step CNN's first layer. Here it is two launches: each
-// thread keeps one output channel's taps (and its bias sum) in registers
-// over a stretch of positions, the blocks write per-block partial sums, and
-// one warp per weight adds a weight's partials in a fixed order, so the
-// result is the same bits from run to run. Sums in acc_t (float for the
-// 16-bit types, double for float64), each result rounded once; no TF32.
+// thread keeps the taps (and bias sums) of a chunk of a group's output
+// channels in registers over its positions, the blocks write per-block
+// partial sums, and one warp per weight adds a weight's partials in a fixed
+// order, so the result is the same bits from run to run on a device. Sums
+// in acc_t (float for the 16-bit types, double for float64), each result
+// rounded once; no TF32. applies() also asks for 32-bit indices (the padded
+// input and the output below 2^30 elements); larger problems go to cuDNN.
 //
 // Contract: ConvArgs as in core/ops/conv_kernels.h (NCHW or channels-last),
 // with grad_weight non-null and applies(args) true; writes grad_weight and,

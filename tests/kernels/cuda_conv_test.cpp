@@ -198,6 +198,8 @@ TEST(CudaConv2d, SmallFiltersWeightGradientsMatchTheCpu) {
       {{2, 4, 9, 10}, {10, 2, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 2},       // grouped, 18 taps
       {{3, 16, 7, 9}, {33, 16, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 1},      // 1x1 over 16 channels
       {{2, 1, 19, 17}, {5, 1, 5, 5}, {1, 1}, {2, 2}, {1, 1}, 1},       // 25 taps
+      {{2, 2, 9, 10}, {10, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 2},       // a group's last chunk partial
+      {{4, 4, 30, 30}, {12, 2, 2, 2}, {1, 1}, {0, 0}, {1, 1}, 2},      // 2 channels a group, 8 taps
   };
   const MemoryFormat cl = MemoryFormat::ChannelsLast;
   ASSERT_EQ(setenv("EMBER_CONV_AUTOTUNE_LOG", "1", 1), 0);

@@ -87,6 +87,17 @@ TEST(NnBatchNorm, TrainingUsesBatchStatisticsAndUpdatesRunningOnes) {
   EXPECT_EQ(bn->num_batches_tracked.item<int64_t>(), 2);
 }
 
+// A training forward that the op rejects (one value per channel) counts no
+// batch, with a momentum (counted by the op) and without (counted after it).
+TEST(NnBatchNorm, ARejectedBatchIsNotCounted) {
+  for (std::optional<double> momentum : {std::optional<double>(0.1), std::optional<double>()}) {
+    auto bn = std::make_shared<nn::BatchNorm1d>(3, 1e-5, momentum);
+    (*bn)(randn({4, 3}));
+    EXPECT_THROW((*bn)(randn({1, 3})), Error);
+    EXPECT_EQ(bn->num_batches_tracked.item<int64_t>(), 1) << (momentum ? "momentum 0.1" : "cumulative");
+  }
+}
+
 TEST(NnBatchNorm, CumulativeAverageWithoutMomentum) {
   auto bn = std::make_shared<nn::BatchNorm1d>(2, 1e-5, std::nullopt);
   bn->to(DType::Float64);
