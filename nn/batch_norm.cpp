@@ -73,19 +73,13 @@ Tensor BatchNormBase::forward(const Tensor& input) {
                                                     << shape_str(input.shape()));
   // The batch is counted once the op has taken it: by the op's kernels
   // (counter), or here after it.
+  const bool counts = is_training() && track_running_stats;
   double factor = momentum.value_or(0.0);
   Tensor counter;
-  bool count_after = false;
-  if (is_training() && track_running_stats) {
-    if (momentum && num_batches_tracked.device() == input.device()) {
-      counter = num_batches_tracked;
-    } else {
-      if (!momentum) factor = 1.0 / double(num_batches_tracked.item<int64_t>() + 1);
-      count_after = true;
-    }
-  }
+  if (counts && momentum && num_batches_tracked.device() == input.device()) counter = num_batches_tracked;
+  else if (counts && !momentum) factor = 1.0 / double(num_batches_tracked.item<int64_t>() + 1);
   Tensor y = normalize(input, is_training() || !track_running_stats, factor, counter);
-  if (count_after) {
+  if (counts && !counter.defined()) {
     NoGradGuard no_grad;
     num_batches_tracked.add_(1);
   }
