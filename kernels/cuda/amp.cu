@@ -12,8 +12,8 @@
 
 #include "core/ops/amp_kernels.h"
 #include "kernels/amp_math.h"
-#include "kernels/cuda/elementwise_launch.cuh"
-#include "kernels/cuda/multi_tensor_apply.cuh"
+#include "kernels/cuda/common/elementwise_launch.cuh"
+#include "kernels/cuda/common/multi_tensor_apply.cuh"
 
 namespace ember::cuda {
 namespace {

@@ -32,8 +32,9 @@
 #include "core/cuda/device.h"
 #include "core/ops.h"
 #include "core/ops/batch_norm_kernels.h"
-#include "kernels/cuda/block_reduce.cuh"
-#include "kernels/cuda/elementwise_launch.cuh"
+#include "kernels/cuda/common/block_reduce.cuh"
+#include "kernels/cuda/common/elementwise_launch.cuh"
+#include "kernels/cuda/common/workspace.h"
 
 namespace ember::cuda {
 namespace {
@@ -403,8 +404,8 @@ void forward(const BatchNormArgs& a) {
           stats<<<grid, kThreads, 0, stream>>>(a, s.rows, nullptr);
           EMBER_CUDA_CHECK_LAUNCH();
         } else {
-          Tensor partials = empty({a.c * s.count * int64_t(sizeof(Welford<S>))}, DType::Bool, cuda_device(a.device));
-          auto* p = static_cast<Welford<S>*>(partials.data_ptr());
+          const Workspace partials = workspace_for<Welford<S>>(a.c * s.count, a.device);
+          auto* p = partials.as<Welford<S>>();
           auto* stats = tiled ? tile_stats_kernel<T, P, S, false> : partial_stats_kernel<T, P, S, false>;
           stats<<<grid, kThreads, 0, stream>>>(a, s.rows, p);
           EMBER_CUDA_CHECK_LAUNCH();
@@ -440,9 +441,8 @@ void backward(const BatchNormArgs& a) {
           grad_sums<<<grid, kThreads, 0, stream>>>(a, s.rows, nullptr, out);
           EMBER_CUDA_CHECK_LAUNCH();
         } else {
-          Tensor partials =
-              empty({a.c * s.count * int64_t(sizeof(GradSums<S>))}, DType::Bool, cuda_device(a.device));
-          auto* p = static_cast<GradSums<S>*>(partials.data_ptr());
+          const Workspace partials = workspace_for<GradSums<S>>(a.c * s.count, a.device);
+          auto* p = partials.as<GradSums<S>>();
           auto* grad_sums = tiled ? tile_sums_kernel<T, P, S, false> : partial_sums_kernel<T, P, S, false>;
           grad_sums<<<grid, kThreads, 0, stream>>>(a, s.rows, p, out);
           EMBER_CUDA_CHECK_LAUNCH();

@@ -1,7 +1,7 @@
 // CUDA kernels of the binary elementwise ops, tensor-tensor and
 // tensor-scalar (the scalar travels by value in the functor).
 #include "core/ops/elementwise_kernels.h"
-#include "kernels/cuda/elementwise_launch.cuh"
+#include "kernels/cuda/common/elementwise_launch.cuh"
 #include "kernels/elementwise_math.h"
 
 namespace ember::cuda {

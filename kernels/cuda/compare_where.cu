@@ -1,6 +1,6 @@
 // CUDA kernels of comparisons (bool results) and where.
 #include "core/ops/elementwise_kernels.h"
-#include "kernels/cuda/elementwise_launch.cuh"
+#include "kernels/cuda/common/elementwise_launch.cuh"
 #include "kernels/elementwise_math.h"
 
 namespace ember::cuda {

@@ -4,9 +4,9 @@
 // channels-last as the args say.
 #include <algorithm>
 
-#include "kernels/cuda/block_reduce.cuh"
+#include "kernels/cuda/common/block_reduce.cuh"
 #include "kernels/cuda/conv_bias.h"
-#include "kernels/cuda/elementwise_launch.cuh"
+#include "kernels/cuda/common/elementwise_launch.cuh"
 
 namespace ember::cuda {
 namespace {

@@ -22,10 +22,11 @@
 #include "core/cuda/device.h"
 #include "core/error.h"
 #include "core/ops.h"
-#include "kernels/cuda/block_reduce.cuh"
+#include "kernels/cuda/common/block_reduce.cuh"
 #include "kernels/cuda/conv_small_filter.h"
-#include "kernels/cuda/elementwise_launch.cuh"
-#include "kernels/cuda/grid_math.h"
+#include "kernels/cuda/common/elementwise_launch.cuh"
+#include "kernels/cuda/common/grid_math.h"
+#include "kernels/cuda/common/workspace.h"
 
 namespace ember::cuda {
 namespace {
@@ -191,8 +192,8 @@ void launch(const ConvArgs& a, cudaStream_t stream) {
   const int64_t wave = resident_blocks<T, MaxTaps>() * properties(a.device).multiprocessor_count;
   const int blocks = int(std::clamp<int64_t>(ceil_div(wave, chunk_blocks), 1, ceil_div(m, 2 * kThreads)));
   const int64_t entries = a.c_out * (taps + 1);
-  Tensor partials = empty({entries * blocks * int64_t(sizeof(A))}, DType::Bool, cuda_device(a.device));
-  A* p = static_cast<A*>(partials.data_ptr());
+  const Workspace partials = workspace_for<A>(entries * blocks, a.device);
+  A* p = partials.as<A>();
   partial_sums_kernel<T, MaxTaps>
       <<<dim3(unsigned(blocks), unsigned(chunk_blocks)), kThreads, 0, stream>>>(a, taps, chunks, p);
   EMBER_CUDA_CHECK_LAUNCH();

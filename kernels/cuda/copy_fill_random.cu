@@ -1,7 +1,7 @@
 // CUDA kernels of casts/copies, fills and Philox random fills.
 #include "core/ops/elementwise_kernels.h"
 #include "core/philox.h"
-#include "kernels/cuda/elementwise_launch.cuh"
+#include "kernels/cuda/common/elementwise_launch.cuh"
 
 namespace ember::cuda {
 namespace {

@@ -19,8 +19,8 @@
 #include "core/ops.h"
 #include "core/ops/cross_entropy_kernels.h"
 #include "core/ops/index_kernels.h"
-#include "kernels/cuda/block_reduce.cuh"
-#include "kernels/cuda/elementwise_launch.cuh"
+#include "kernels/cuda/common/block_reduce.cuh"
+#include "kernels/cuda/common/elementwise_launch.cuh"
 
 namespace ember::cuda {
 namespace {

@@ -2,7 +2,7 @@
 // per element, the Philox block of the element's index decides.
 #include "core/ops/dropout_kernels.h"
 #include "core/philox.h"
-#include "kernels/cuda/elementwise_launch.cuh"
+#include "kernels/cuda/common/elementwise_launch.cuh"
 
 namespace ember::cuda {
 namespace {

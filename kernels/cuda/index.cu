@@ -32,7 +32,7 @@
 
 #include "core/cuda/index_error.h"
 #include "core/ops/index_kernels.h"
-#include "kernels/cuda/elementwise_launch.cuh"
+#include "kernels/cuda/common/elementwise_launch.cuh"
 
 namespace ember::cuda {
 namespace {

@@ -18,8 +18,8 @@
 
 #include "core/ops.h"
 #include "core/ops/layer_norm_kernels.h"
-#include "kernels/cuda/block_reduce.cuh"
-#include "kernels/cuda/elementwise_launch.cuh"
+#include "kernels/cuda/common/block_reduce.cuh"
+#include "kernels/cuda/common/elementwise_launch.cuh"
 
 namespace ember::cuda {
 namespace {
@@ -28,8 +28,8 @@ constexpr int kRowThreads = 256;
 constexpr int kCachedVecs = 8;  // vectors of a row each thread keeps in registers
 
 template <typename T, int V>
-__device__ __forceinline__ void load_vec(const T* p, acc_t<T> (&out)[V]) {
-  Vec<T, V> v = *reinterpret_cast<const Vec<T, V>*>(p);
+__device__ __forceinline__ void load_acc(const T* p, acc_t<T> (&out)[V]) {
+  Vec<T, V> v = load_vec<T, V>(p);
 #pragma unroll
   for (int j = 0; j < V; ++j) out[j] = to_acc(v.v[j]);
 }
@@ -47,7 +47,7 @@ __global__ void layer_norm_forward_kernel(LayerNormArgs a) {
   Welford<S> stats;
   for (int64_t c = int64_t(threadIdx.x) * V; c < a.cols; c += int64_t(blockDim.x) * V) {
     A v[V];
-    load_vec<T, V>(x + c, v);
+    load_acc<T, V>(x + c, v);
     Welford<S> chunk;
     S sum = 0;
 #pragma unroll
@@ -67,7 +67,7 @@ __global__ void layer_norm_forward_kernel(LayerNormArgs a) {
   }
   for (int64_t c = int64_t(threadIdx.x) * V; c < a.cols; c += int64_t(blockDim.x) * V) {
     A v[V];
-    load_vec<T, V>(x + c, v);
+    load_acc<T, V>(x + c, v);
     Vec<T, V> out;
 #pragma unroll
     for (int j = 0; j < V; ++j) {
@@ -76,7 +76,7 @@ __global__ void layer_norm_forward_kernel(LayerNormArgs a) {
       if (b) r += S(to_acc(b[c + j]));
       out.v[j] = from_acc<T>(A(r));
     }
-    *reinterpret_cast<Vec<T, V>*>(y + c) = out;
+    store_vec(y + c, out);
   }
 }
 
@@ -94,7 +94,7 @@ __global__ void __launch_bounds__(kRowThreads) layer_norm_forward_cached_kernel(
   A v[kCachedVecs][V];
 #pragma unroll
   for (int k = 0; k < kCachedVecs; ++k) {
-    if (first + k * stride < a.cols) load_vec<T, V>(x + first + k * stride, v[k]);
+    if (first + k * stride < a.cols) load_acc<T, V>(x + first + k * stride, v[k]);
   }
   S sum = 0;
 #pragma unroll
@@ -128,7 +128,7 @@ __global__ void __launch_bounds__(kRowThreads) layer_norm_forward_cached_kernel(
       if (b) r += S(to_acc(b[c + j]));
       out.v[j] = from_acc<T>(A(r));
     }
-    *reinterpret_cast<Vec<T, V>*>(y + c) = out;
+    store_vec(y + c, out);
   }
 }
 
@@ -146,8 +146,8 @@ __global__ void layer_norm_backward_dx_kernel(LayerNormArgs a) {
   S sum_dxhat = 0, sum_dxhat_xhat = 0;
   for (int64_t c = int64_t(threadIdx.x) * V; c < a.cols; c += int64_t(blockDim.x) * V) {
     A xv[V], gv[V];
-    load_vec<T, V>(x + c, xv);
-    load_vec<T, V>(gy + c, gv);
+    load_acc<T, V>(x + c, xv);
+    load_acc<T, V>(gy + c, gv);
 #pragma unroll
     for (int j = 0; j < V; ++j) {
       S dxhat = w ? S(gv[j]) * S(to_acc(w[c + j])) : S(gv[j]);
@@ -160,8 +160,8 @@ __global__ void layer_norm_backward_dx_kernel(LayerNormArgs a) {
   const S inv_n = S(1) / S(a.cols);
   for (int64_t c = int64_t(threadIdx.x) * V; c < a.cols; c += int64_t(blockDim.x) * V) {
     A xv[V], gv[V];
-    load_vec<T, V>(x + c, xv);
-    load_vec<T, V>(gy + c, gv);
+    load_acc<T, V>(x + c, xv);
+    load_acc<T, V>(gy + c, gv);
     Vec<T, V> out;
 #pragma unroll
     for (int j = 0; j < V; ++j) {
@@ -169,7 +169,7 @@ __global__ void layer_norm_backward_dx_kernel(LayerNormArgs a) {
       S dxhat = w ? S(gv[j]) * S(to_acc(w[c + j])) : S(gv[j]);
       out.v[j] = from_acc<T>(A(rstd * (dxhat - inv_n * sum_dxhat - xhat * inv_n * sum_dxhat_xhat)));
     }
-    *reinterpret_cast<Vec<T, V>*>(gx + c) = out;
+    store_vec(gx + c, out);
   }
 }
 
@@ -221,7 +221,7 @@ __global__ void layer_norm_sum_partials_kernel(LayerNormArgs a, const S* partial
 // anywhere); else one element at a time.
 template <typename T, typename Launch>
 void with_vector_width(int64_t cols, std::initializer_list<const void*> rows, Launch launch) {
-  constexpr int V = 16 / sizeof(T);
+  constexpr int V = kVecWidth<T>;
   bool vectors = cols % V == 0;
   for (const void* p : rows) vectors = vectors && aligned16(p);
   if (vectors) launch.template operator()<V>();

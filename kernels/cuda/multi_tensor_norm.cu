@@ -9,9 +9,9 @@
 
 #include <cmath>
 
-#include "kernels/cuda/block_reduce.cuh"
-#include "kernels/cuda/elementwise_launch.cuh"
-#include "kernels/cuda/multi_tensor_apply.cuh"
+#include "kernels/cuda/common/block_reduce.cuh"
+#include "kernels/cuda/common/elementwise_launch.cuh"
+#include "kernels/cuda/common/multi_tensor_apply.cuh"
 #include "kernels/optim_math.h"
 #include "core/ops/optimizer_kernels.h"
 

@@ -9,8 +9,8 @@
 // written by the update launches, so blocks sharing a tensor cannot race.
 #include <cuda_runtime.h>
 
-#include "kernels/cuda/elementwise_launch.cuh"
-#include "kernels/cuda/multi_tensor_apply.cuh"
+#include "kernels/cuda/common/elementwise_launch.cuh"
+#include "kernels/cuda/common/multi_tensor_apply.cuh"
 #include "kernels/optim_math.h"
 #include "core/ops/optimizer_kernels.h"
 

@@ -14,7 +14,7 @@
 #include <algorithm>
 
 #include "core/ops/pool_kernels.h"
-#include "kernels/cuda/elementwise_launch.cuh"
+#include "kernels/cuda/common/elementwise_launch.cuh"
 #include "kernels/pool_layout.h"
 
 namespace ember::cuda {

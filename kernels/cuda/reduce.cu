@@ -1,5 +1,5 @@
 // CUDA reduction kernels (contract in core/ops/reduce_kernels.h): one
-// reducer per op family, run by the skeleton of kernels/cuda/reduce_launch.cuh
+// reducer per op family, run by the skeleton of kernels/cuda/common/reduce_launch.cuh
 // (which picks the warp-per-row, block-per-row or column kernel).
 //
 // Results agree with kernels/cpu/reduce.cpp:
@@ -18,8 +18,8 @@
 #include <type_traits>
 
 #include "core/ops/reduce_kernels.h"
-#include "kernels/cuda/block_reduce.cuh"
-#include "kernels/cuda/reduce_launch.cuh"
+#include "kernels/cuda/common/block_reduce.cuh"
+#include "kernels/cuda/common/reduce_launch.cuh"
 
 namespace ember::cuda {
 namespace {

@@ -9,7 +9,7 @@
 #include <cmath>
 
 #include "core/cuda/stream.h"
-#include "kernels/cuda/block_reduce.cuh"
+#include "kernels/cuda/common/block_reduce.cuh"
 #include "kernels/cuda/softmax_common.cuh"
 
 namespace ember::cuda {
@@ -40,7 +40,7 @@ __global__ void __launch_bounds__(256)
     for (int k = 0; k < kVecs; ++k) {
       const int c = (k * 32 + lane) * V;
       if (c < dim) {
-        Vec<T, V> yi = load_vec_of<T, V>(y + base + c), gi = load_vec_of<T, V>(g + base + c);
+        Vec<T, V> yi = load_vec<T, V>(y + base + c), gi = load_vec<T, V>(g + base + c);
 #pragma unroll
         for (int j = 0; j < V; ++j) {
           yv[k * V + j] = to_acc(yi.v[j]);
@@ -62,7 +62,7 @@ __global__ void __launch_bounds__(256)
       Vec<T, V> out;
 #pragma unroll
       for (int j = 0; j < V; ++j) out.v[j] = from_acc<T>(grad_input(yv[k * V + j], gv[k * V + j], s, is_log));
-      *reinterpret_cast<Vec<T, V>*>(dx + base + c) = out;
+      store_vec(dx + base + c, out);
     }
   }
 }
@@ -77,7 +77,7 @@ __global__ void __launch_bounds__(512)
     softmax_block_backward_kernel(const T* __restrict__ y, const T* __restrict__ g, T* __restrict__ dx, int64_t rows,
                                   int64_t dim, bool is_log) {
   using A = acc_t<T>;
-  constexpr int V = 16 / int(sizeof(T));
+  constexpr int V = kVecWidth<T>;
   extern __shared__ __align__(16) unsigned char dynamic_smem[];
   __shared__ A partial[32];
   const int64_t tid = threadIdx.x, stride = int64_t(blockDim.x) * V;
@@ -107,8 +107,8 @@ __global__ void __launch_bounds__(512)
 #pragma unroll
       for (int u = 0; u < kSoftmaxUnroll; ++u) {
         if (first + u * stride < sp.body_end) {
-          yv[u] = load_vec_of<T, V>(yr + first + u * stride);
-          gv[u] = load_vec_of<T, V>(gr + first + u * stride);
+          yv[u] = load_vec<T, V>(yr + first + u * stride);
+          gv[u] = load_vec<T, V>(gr + first + u * stride);
         }
       }
       auto cache_one = [&](int64_t c) {
@@ -122,14 +122,14 @@ __global__ void __launch_bounds__(512)
       for (int u = 0; u < kSoftmaxUnroll; ++u) {
         const int64_t c = first + u * stride;
         if (c >= sp.body_end) continue;
-        store_vec_to(cy + c, yv[u]);
-        store_vec_to(cg + c, gv[u]);
+        store_vec(cy + c, yv[u]);
+        store_vec(cg + c, gv[u]);
 #pragma unroll
         for (int j = 0; j < V; ++j) s += grad_term(A(to_acc(yv[u].v[j])), A(to_acc(gv[u].v[j])), is_log);
       }
       __pipeline_wait_prior(0);
       for (int64_t c = rest; c < sp.body_end; c += stride) {
-        const Vec<T, V> y1 = load_vec_of<T, V>(cy + c), g1 = load_vec_of<T, V>(cg + c);
+        const Vec<T, V> y1 = load_vec<T, V>(cy + c), g1 = load_vec<T, V>(cg + c);
 #pragma unroll
         for (int j = 0; j < V; ++j) s += grad_term(A(to_acc(y1.v[j])), A(to_acc(g1.v[j])), is_log);
       }
@@ -145,8 +145,8 @@ __global__ void __launch_bounds__(512)
         Vec<T, V> yv[kSoftmaxUnroll], gv[kSoftmaxUnroll];
 #pragma unroll
         for (int u = 0; u < kSoftmaxUnroll; ++u) {
-          yv[u] = load_vec_of<T, V>(yr + c + u * stride);
-          gv[u] = load_vec_of<T, V>(gr + c + u * stride);
+          yv[u] = load_vec<T, V>(yr + c + u * stride);
+          gv[u] = load_vec<T, V>(gr + c + u * stride);
         }
 #pragma unroll
         for (int u = 0; u < kSoftmaxUnroll; ++u) {
@@ -155,7 +155,7 @@ __global__ void __launch_bounds__(512)
         }
       }
       for (; c < sp.body_end; c += stride) {
-        const Vec<T, V> yv = load_vec_of<T, V>(yr + c), gv = load_vec_of<T, V>(gr + c);
+        const Vec<T, V> yv = load_vec<T, V>(yr + c), gv = load_vec<T, V>(gr + c);
 #pragma unroll
         for (int j = 0; j < V; ++j) s += grad_term(A(to_acc(yv.v[j])), A(to_acc(gv.v[j])), is_log);
       }
@@ -165,11 +165,11 @@ __global__ void __launch_bounds__(512)
     for_each_owned<V>(
         sp, dim,
         [&](int64_t c) {
-          const Vec<T, V> yv = load_vec_of<T, V>(yp + c), gv = load_vec_of<T, V>(gp + c);
+          const Vec<T, V> yv = load_vec<T, V>(yp + c), gv = load_vec<T, V>(gp + c);
           Vec<T, V> o;
 #pragma unroll
           for (int j = 0; j < V; ++j) o.v[j] = out(yv.v[j], gv.v[j]);
-          store_vec_to(dxr + c, o);
+          store_vec(dxr + c, o);
         },
         [&](int64_t c) { dxr[c] = out(yp[c], gp[c]); });
   }
@@ -205,36 +205,53 @@ __global__ void __launch_bounds__(256)
 
 template <typename T>
 void backward(const SoftmaxArgs& a, bool is_log) {
-  constexpr int V = 16 / int(sizeof(T));
+  constexpr int V = kVecWidth<T>;
   cudaStream_t stream = current_stream(a.device).handle();
   const T* y = static_cast<const T*>(a.in);
   const T* g = static_cast<const T*>(a.grad);
   T* dx = static_cast<T*>(a.out);
-  const bool vectorize = a.dim % V == 0 && aligned16(y) && aligned16(g) && aligned16(dx);
-  if (a.inner == 1 && a.dim <= kSoftmaxWarpMaxDim) {
-    with_lane_elements(a.dim, [&]<int N>() {
-      const unsigned grid = grid_size(ceil_div(a.outer, 8));
-      if constexpr (N >= V) {
-        if (vectorize) {
-          softmax_warp_backward_kernel<T, N, V><<<grid, 256, 0, stream>>>(y, g, dx, a.outer, int(a.dim), is_log);
-          EMBER_CUDA_CHECK_LAUNCH();
-          return;
+  SoftmaxShape shape;
+  shape.backward = true;
+  shape.aligned = aligned16(y) && aligned16(g) && aligned16(dx);
+  shape.whole_vectors = a.dim % V == 0;
+  shape.cache_bytes = 2 * row_cache_bytes<T>(a.dim);
+  switch (softmax_path_for(a, shape)) {
+    case SoftmaxPath::Warp:
+      with_lane_elements(a.dim, [&]<int N>() {
+        const unsigned grid = grid_size(ceil_div(a.outer, 8));
+        if constexpr (N >= V) {
+          if (shape.aligned && shape.whole_vectors) {
+            softmax_warp_backward_kernel<T, N, V><<<grid, 256, 0, stream>>>(y, g, dx, a.outer, int(a.dim), is_log);
+            EMBER_CUDA_CHECK_LAUNCH();
+            return;
+          }
         }
-      }
-      softmax_warp_backward_kernel<T, N, 1><<<grid, 256, 0, stream>>>(y, g, dx, a.outer, int(a.dim), is_log);
+        softmax_warp_backward_kernel<T, N, 1><<<grid, 256, 0, stream>>>(y, g, dx, a.outer, int(a.dim), is_log);
+        EMBER_CUDA_CHECK_LAUNCH();
+      });
+      return;
+    case SoftmaxPath::Cached:
+      launch_row_blocks(softmax_block_backward_kernel<T, true>, a.outer, row_block_threads(a.dim, V),
+                        shape.cache_bytes, stream, y, g, dx, a.outer, a.dim, is_log);
+      return;
+    case SoftmaxPath::Online:
+      launch_row_blocks(softmax_block_backward_kernel<T, false>, a.outer, row_block_threads(a.dim, V), 0, stream, y,
+                        g, dx, a.outer, a.dim, is_log);
+      return;
+    case SoftmaxPath::Strided: {
+      const int bx = int(std::min<int64_t>(32, pow2_ceil(a.inner))), by = 256 / bx;
+      const int64_t inner_blocks = ceil_div(a.inner, bx);
+      softmax_strided_backward_kernel<T><<<grid_size(a.outer * inner_blocks), dim3{unsigned(bx), unsigned(by)}, 0,
+                                           stream>>>(y, g, dx, a.outer, a.dim, a.inner, inner_blocks, is_log);
       EMBER_CUDA_CHECK_LAUNCH();
-    });
-  } else if (a.inner == 1 && aligned16(y) && aligned16(g) && aligned16(dx)) {
-    launch_row_blocks(softmax_block_backward_kernel<T, true>, softmax_block_backward_kernel<T, false>, a.outer,
-                      row_block_threads(a.dim, V), 2 * row_cache_bytes<T>(a.dim), a.device, stream, y, g, dx, a.outer,
-                      a.dim, is_log);
-  } else {
-    const int bx = int(std::min<int64_t>(32, pow2_ceil(a.inner))), by = 256 / bx;
-    const int64_t inner_blocks = ceil_div(a.inner, bx);
-    softmax_strided_backward_kernel<T><<<grid_size(a.outer * inner_blocks), dim3{unsigned(bx), unsigned(by)}, 0,
-                                         stream>>>(y, g, dx, a.outer, a.dim, a.inner, inner_blocks, is_log);
-    EMBER_CUDA_CHECK_LAUNCH();
+      return;
+    }
+    case SoftmaxPath::Register:
+    case SoftmaxPath::Auto:
+      break;
   }
+  EMBER_FAIL("softmax_backward: softmax_path_for returned " << softmax_path_name(softmax_path_for(a, shape))
+                                                            << "; this is a bug in ember, please report it");
 }
 
 }  // namespace

@@ -35,8 +35,9 @@
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/device.h"
 #include "core/ops/softmax_kernels.h"
-#include "kernels/cuda/elementwise_launch.cuh"
-#include "kernels/cuda/grid_math.h"
+#include "kernels/cuda/common/elementwise_launch.cuh"
+#include "kernels/cuda/common/grid_math.h"
+#include "kernels/cuda/softmax_path.h"
 
 namespace ember::cuda {
 
@@ -46,6 +47,18 @@ inline constexpr int kSoftmaxUnroll = 4;  // vector loads in flight per thread (
 // Launchers; the caller holds a DeviceGuard and a non-empty block.
 void softmax_forward_cuda(const SoftmaxArgs& a, bool is_log);
 void softmax_backward_cuda(const SoftmaxArgs& a, bool is_log);
+
+// What decides a call's path (kernels/cuda/softmax_path.h).
+struct SoftmaxShape {
+  bool backward = false;
+  bool aligned = false;          // every operand 16-byte aligned
+  bool whole_vectors = false;    // dim a multiple of the 16-byte vector width
+  int64_t register_max_dim = 0;  // the register kernel's longest row (0: none, as backward)
+  size_t cache_bytes = 0;        // shared memory a cached row takes
+};
+// The shape's choice (the list above), or the forced path, which throws
+// when it cannot take the shape.
+SoftmaxPath softmax_path_for(const SoftmaxArgs& a, const SoftmaxShape& s);
 
 // The larger of m and v, NaN winning: a NaN max stays, so its row comes out NaN.
 template <typename A>
@@ -77,15 +90,6 @@ __device__ __forceinline__ A column_reduce(A v, A* shared, Op op) {
   A r = shared[threadIdx.x];
   __syncthreads();  // every thread has read before the slots are reused
   return r;
-}
-
-template <typename T, int V>
-__device__ __forceinline__ Vec<T, V> load_vec_of(const T* p) {
-  return *reinterpret_cast<const Vec<T, V>*>(p);
-}
-template <typename T, int V>
-__device__ __forceinline__ void store_vec_to(T* p, const Vec<T, V>& v) {
-  *reinterpret_cast<Vec<T, V>*>(p) = v;
 }
 
 // The split of a row at p into a scalar head [0, head), 16-byte vectors
@@ -146,22 +150,24 @@ inline int row_block_threads(int64_t dim, int vec) {
   return int(std::clamp<int64_t>(pow2_ceil(ceil_div(dim, int64_t(vec) * kSoftmaxUnroll)), 128, 512));
 }
 
-// Launches a block-per-row kernel over `rows` rows: `cached` with
-// `cache_bytes` of dynamic shared memory when that fits the device,
-// `uncached` otherwise.
+// Whether a cached row of `cache_bytes` fits a block's shared memory beside
+// the kernels' static shared memory (32 reduction slots).
+inline bool row_cache_fits(size_t cache_bytes, int device) {
+  constexpr size_t kStaticReserve = 1024;
+  return cache_bytes + kStaticReserve <= properties(device).shared_memory_per_block_optin;
+}
+
+// Launches a block-per-row kernel over `rows` rows with `cache_bytes` of
+// dynamic shared memory (0 for the uncached kernels), raising the kernel's
+// limit above the default 48 KB where the row needs it.
 template <typename... Params>
-void launch_row_blocks(void (*cached)(Params...), void (*uncached)(Params...), int64_t rows, int threads,
-                       size_t cache_bytes, int device, cudaStream_t stream, std::type_identity_t<Params>... args) {
+void launch_row_blocks(void (*kernel)(Params...), int64_t rows, int threads, size_t cache_bytes, cudaStream_t stream,
+                       std::type_identity_t<Params>... args) {
   constexpr size_t kDefaultLimit = 48 * 1024;
-  constexpr size_t kStaticReserve = 1024;  // the kernels' static shared memory (32 reduction slots)
-  if (cache_bytes + kStaticReserve <= properties(device).shared_memory_per_block_optin) {
-    if (cache_bytes > kDefaultLimit) {
-      EMBER_CUDA_CHECK(cudaFuncSetAttribute(cached, cudaFuncAttributeMaxDynamicSharedMemorySize, int(cache_bytes)));
-    }
-    cached<<<grid_size(rows), threads, cache_bytes, stream>>>(args...);
-  } else {
-    uncached<<<grid_size(rows), threads, 0, stream>>>(args...);
+  if (cache_bytes > kDefaultLimit) {
+    EMBER_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(cache_bytes)));
   }
+  kernel<<<grid_size(rows), threads, cache_bytes, stream>>>(args...);
   EMBER_CUDA_CHECK_LAUNCH();
 }
 

@@ -10,7 +10,7 @@
 #include <type_traits>
 
 #include "core/cuda/stream.h"
-#include "kernels/cuda/block_reduce.cuh"
+#include "kernels/cuda/common/block_reduce.cuh"
 #include "kernels/cuda/softmax_common.cuh"
 
 namespace ember::cuda {
@@ -32,7 +32,7 @@ __global__ void __launch_bounds__(256)
     for (int k = 0; k < kVecs; ++k) {
       const int c = (k * 32 + lane) * V;
       if (c < dim) {
-        Vec<T, V> in = load_vec_of<T, V>(xr + c);
+        Vec<T, V> in = load_vec<T, V>(xr + c);
 #pragma unroll
         for (int j = 0; j < V; ++j) v[k * V + j] = to_acc(in.v[j]);
       } else {
@@ -67,7 +67,7 @@ __global__ void __launch_bounds__(256)
         const A vj = v[k * V + j];
         out.v[j] = from_acc<T>(is_log ? (vj - m) - scale : vj * scale);
       }
-      *reinterpret_cast<Vec<T, V>*>(yr + c) = out;
+      store_vec(yr + c, out);
     }
   }
 }
@@ -93,7 +93,7 @@ __global__ void __launch_bounds__(kRegisterThreads)
 #pragma unroll
     for (int k = 0; k < kRegisterVecs; ++k) {
       if (first + k * stride >= dim) continue;
-      const Vec<T, V> in = load_vec_of<T, V>(xr + first + k * stride);
+      const Vec<T, V> in = load_vec<T, V>(xr + first + k * stride);
 #pragma unroll
       for (int j = 0; j < V; ++j) v[k][j] = to_acc(in.v[j]);
     }
@@ -125,7 +125,7 @@ __global__ void __launch_bounds__(kRegisterThreads)
       Vec<T, V> out;
 #pragma unroll
       for (int j = 0; j < V; ++j) out.v[j] = from_acc<T>(is_log ? (v[k][j] - m) - scale : v[k][j] * scale);
-      store_vec_to(yr + c, out);
+      store_vec(yr + c, out);
     }
   }
 }
@@ -139,7 +139,7 @@ template <typename T>
 __global__ void __launch_bounds__(512)
     softmax_cached_forward_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t dim, bool is_log) {
   using A = acc_t<T>;
-  constexpr int V = 16 / int(sizeof(T));
+  constexpr int V = kVecWidth<T>;
   constexpr bool kKeepExp = std::is_same_v<T, A>;
   extern __shared__ __align__(16) unsigned char dynamic_smem[];
   __shared__ A partial[32];
@@ -160,7 +160,7 @@ __global__ void __launch_bounds__(512)
     Vec<T, V> in[kSoftmaxUnroll];
 #pragma unroll
     for (int u = 0; u < kSoftmaxUnroll; ++u) {
-      if (first + u * stride < sp.body_end) in[u] = load_vec_of<T, V>(xr + first + u * stride);
+      if (first + u * stride < sp.body_end) in[u] = load_vec<T, V>(xr + first + u * stride);
     }
     auto cache_one = [&](int64_t c) {
       const T v = xr[c];
@@ -172,13 +172,13 @@ __global__ void __launch_bounds__(512)
 #pragma unroll
     for (int u = 0; u < kSoftmaxUnroll; ++u) {
       if (first + u * stride >= sp.body_end) continue;
-      store_vec_to(cache + first + u * stride, in[u]);
+      store_vec(cache + first + u * stride, in[u]);
 #pragma unroll
       for (int j = 0; j < V; ++j) m = nan_max(m, A(to_acc(in[u].v[j])));
     }
     __pipeline_wait_prior(0);
     for (int64_t c = rest; c < sp.body_end; c += stride) {
-      const Vec<T, V> v = load_vec_of<T, V>(cache + c);
+      const Vec<T, V> v = load_vec<T, V>(cache + c);
 #pragma unroll
       for (int j = 0; j < V; ++j) m = nan_max(m, A(to_acc(v.v[j])));
     }
@@ -187,7 +187,7 @@ __global__ void __launch_bounds__(512)
     for_each_owned<V>(
         sp, dim,
         [&](int64_t c) {
-          Vec<T, V> v = load_vec_of<T, V>(cache + c);
+          Vec<T, V> v = load_vec<T, V>(cache + c);
 #pragma unroll
           for (int j = 0; j < V; ++j) {
             const A e = ::exp(A(to_acc(v.v[j])) - m);
@@ -195,7 +195,7 @@ __global__ void __launch_bounds__(512)
             if constexpr (kKeepExp) v.v[j] = e;
           }
           if constexpr (kKeepExp) {
-            if (!is_log) store_vec_to(cache + c, v);
+            if (!is_log) store_vec(cache + c, v);
           }
         },
         [&](int64_t c) {
@@ -216,11 +216,11 @@ __global__ void __launch_bounds__(512)
     for_each_owned<V>(
         sp, dim,
         [&](int64_t c) {
-          const Vec<T, V> v = load_vec_of<T, V>(cache + c);
+          const Vec<T, V> v = load_vec<T, V>(cache + c);
           Vec<T, V> o;
 #pragma unroll
           for (int j = 0; j < V; ++j) o.v[j] = out(v.v[j]);
-          store_vec_to(yr + c, o);
+          store_vec(yr + c, o);
         },
         [&](int64_t c) { yr[c] = out(cache[c]); });
   }
@@ -254,7 +254,7 @@ template <typename T>
 __global__ void __launch_bounds__(512)
     softmax_online_forward_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t dim, bool is_log) {
   using A = acc_t<T>;
-  constexpr int V = 16 / int(sizeof(T));
+  constexpr int V = kVecWidth<T>;
   __shared__ A partial[32];
   const int64_t tid = threadIdx.x, stride = int64_t(blockDim.x) * V;
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
@@ -272,14 +272,14 @@ __global__ void __launch_bounds__(512)
     for (; c + (kSoftmaxUnroll - 1) * stride < sp.body_end; c += kSoftmaxUnroll * stride) {
       Vec<T, V> in[kSoftmaxUnroll];
 #pragma unroll
-      for (int u = 0; u < kSoftmaxUnroll; ++u) in[u] = load_vec_of<T, V>(xr + c + u * stride);
+      for (int u = 0; u < kSoftmaxUnroll; ++u) in[u] = load_vec<T, V>(xr + c + u * stride);
       A v[kSoftmaxUnroll * V];
 #pragma unroll
       for (int k = 0; k < kSoftmaxUnroll * V; ++k) v[k] = to_acc(in[k / V].v[k % V]);
       acc.push(v);
     }
     for (; c < sp.body_end; c += stride) {
-      const Vec<T, V> in = load_vec_of<T, V>(xr + c);
+      const Vec<T, V> in = load_vec<T, V>(xr + c);
       A v[V];
 #pragma unroll
       for (int j = 0; j < V; ++j) v[j] = to_acc(in.v[j]);
@@ -296,11 +296,11 @@ __global__ void __launch_bounds__(512)
     for_each_owned<V>(
         sp, dim,
         [&](int64_t c) {
-          const Vec<T, V> v = load_vec_of<T, V>(xr + c);
+          const Vec<T, V> v = load_vec<T, V>(xr + c);
           Vec<T, V> o;
 #pragma unroll
           for (int j = 0; j < V; ++j) o.v[j] = out(v.v[j]);
-          store_vec_to(yr + c, o);
+          store_vec(yr + c, o);
         },
         [&](int64_t c) { yr[c] = out(xr[c]); });
   }
@@ -341,39 +341,55 @@ __global__ void __launch_bounds__(256)
 
 template <typename T>
 void forward(const SoftmaxArgs& a, bool is_log) {
-  constexpr int V = 16 / int(sizeof(T));
+  constexpr int V = kVecWidth<T>;
   cudaStream_t stream = current_stream(a.device).handle();
   const T* x = static_cast<const T*>(a.in);
   T* y = static_cast<T*>(a.out);
-  const bool vectorize = a.dim % V == 0 && aligned16(x) && aligned16(y);
-  if (a.inner == 1 && a.dim <= kSoftmaxWarpMaxDim) {
-    with_lane_elements(a.dim, [&]<int N>() {
-      const unsigned grid = grid_size(ceil_div(a.outer, 8));
-      if constexpr (N >= V) {
-        if (vectorize) {
-          softmax_warp_forward_kernel<T, N, V><<<grid, 256, 0, stream>>>(x, y, a.outer, int(a.dim), is_log);
-          EMBER_CUDA_CHECK_LAUNCH();
-          return;
+  SoftmaxShape shape;
+  shape.aligned = aligned16(x) && aligned16(y);
+  shape.whole_vectors = a.dim % V == 0;
+  shape.register_max_dim = int64_t(kRegisterThreads) * kRegisterVecs * V;
+  shape.cache_bytes = row_cache_bytes<T>(a.dim);
+  switch (softmax_path_for(a, shape)) {
+    case SoftmaxPath::Warp:
+      with_lane_elements(a.dim, [&]<int N>() {
+        const unsigned grid = grid_size(ceil_div(a.outer, 8));
+        if constexpr (N >= V) {
+          if (shape.aligned && shape.whole_vectors) {
+            softmax_warp_forward_kernel<T, N, V><<<grid, 256, 0, stream>>>(x, y, a.outer, int(a.dim), is_log);
+            EMBER_CUDA_CHECK_LAUNCH();
+            return;
+          }
         }
-      }
-      softmax_warp_forward_kernel<T, N, 1><<<grid, 256, 0, stream>>>(x, y, a.outer, int(a.dim), is_log);
+        softmax_warp_forward_kernel<T, N, 1><<<grid, 256, 0, stream>>>(x, y, a.outer, int(a.dim), is_log);
+        EMBER_CUDA_CHECK_LAUNCH();
+      });
+      return;
+    case SoftmaxPath::Register:
+      softmax_register_forward_kernel<T, V>
+          <<<grid_size(a.outer), kRegisterThreads, 0, stream>>>(x, y, a.outer, a.dim, is_log);
       EMBER_CUDA_CHECK_LAUNCH();
-    });
-  } else if (a.inner == 1 && vectorize && a.dim <= int64_t(kRegisterThreads) * kRegisterVecs * V) {
-    softmax_register_forward_kernel<T, V>
-        <<<grid_size(a.outer), kRegisterThreads, 0, stream>>>(x, y, a.outer, a.dim, is_log);
-    EMBER_CUDA_CHECK_LAUNCH();
-  } else if (a.inner == 1 && aligned16(x) && aligned16(y)) {
-    launch_row_blocks(softmax_cached_forward_kernel<T>, softmax_online_forward_kernel<T>, a.outer,
-                      row_block_threads(a.dim, V), row_cache_bytes<T>(a.dim), a.device, stream, x, y, a.outer, a.dim,
-                      is_log);
-  } else {
-    const int bx = int(std::min<int64_t>(32, pow2_ceil(a.inner))), by = 256 / bx;
-    const int64_t inner_blocks = ceil_div(a.inner, bx);
-    softmax_strided_forward_kernel<T><<<grid_size(a.outer * inner_blocks), dim3{unsigned(bx), unsigned(by)}, 0,
-                                        stream>>>(x, y, a.outer, a.dim, a.inner, inner_blocks, is_log);
-    EMBER_CUDA_CHECK_LAUNCH();
+      return;
+    case SoftmaxPath::Cached:
+      launch_row_blocks(softmax_cached_forward_kernel<T>, a.outer, row_block_threads(a.dim, V), shape.cache_bytes,
+                        stream, x, y, a.outer, a.dim, is_log);
+      return;
+    case SoftmaxPath::Online:
+      launch_row_blocks(softmax_online_forward_kernel<T>, a.outer, row_block_threads(a.dim, V), 0, stream, x, y,
+                        a.outer, a.dim, is_log);
+      return;
+    case SoftmaxPath::Strided: {
+      const int bx = int(std::min<int64_t>(32, pow2_ceil(a.inner))), by = 256 / bx;
+      const int64_t inner_blocks = ceil_div(a.inner, bx);
+      softmax_strided_forward_kernel<T><<<grid_size(a.outer * inner_blocks), dim3{unsigned(bx), unsigned(by)}, 0,
+                                          stream>>>(x, y, a.outer, a.dim, a.inner, inner_blocks, is_log);
+      EMBER_CUDA_CHECK_LAUNCH();
+      return;
+    }
+    case SoftmaxPath::Auto:
+      break;
   }
+  EMBER_FAIL("softmax: softmax_path_for returned Auto; this is a bug in ember, please report it");
 }
 
 }  // namespace

@@ -10,6 +10,11 @@
 #include <limits>
 
 #include "support/cuda_compare.h"
+#include "support/error_message.h"
+
+#if defined(EMBER_WITH_CUDA)
+#include "kernels/cuda/softmax_path.h"
+#endif
 
 namespace ember {
 namespace {
@@ -148,6 +153,83 @@ TEST(CudaSoftmax, IntegerInputsAndEmptyTensors) {
       },
       {i, e0, e1, e2}));
 }
+
+#if defined(EMBER_WITH_CUDA)
+
+// Forces every CUDA softmax onto one path for its scope.
+class ForcedPath {
+ public:
+  explicit ForcedPath(cuda::SoftmaxPath path) : before_(cuda::force_softmax_path(path)) {}
+  ~ForcedPath() { cuda::force_softmax_path(before_); }
+  ForcedPath(const ForcedPath&) = delete;
+  ForcedPath& operator=(const ForcedPath&) = delete;
+
+ private:
+  cuda::SoftmaxPath before_;
+};
+
+// Each path on every shape it takes, whatever the shape's own choice would
+// be: rows of odd lengths, rows of whole vectors, inner > 1 (strided only).
+// Register is a forward kernel, so its backward is not forced.
+TEST(CudaSoftmax, EveryForcedPathMatchesTheCpu) {
+  EMBER_REQUIRE_CUDA();
+  struct Case {
+    cuda::SoftmaxPath path;
+    std::vector<int64_t> row_lengths;
+  };
+  const Case cases[] = {
+      {cuda::SoftmaxPath::Warp, {1, 7, 64, 1000, 1024}},
+      {cuda::SoftmaxPath::Register, {8, 64, 1024, 4096, 8192}},
+      {cuda::SoftmaxPath::Cached, {7, 64, 1025, 4096, 4097}},
+      {cuda::SoftmaxPath::Online, {7, 64, 1025, 4097, 65537}},
+      {cuda::SoftmaxPath::Strided, {1, 7, 1025, 4097}},
+  };
+  for (const Case& c : cases) {
+    for (DType dt : kFloatTypes) {
+      for (int64_t n : c.row_lengths) {
+        // The register kernel takes rows of whole 16-byte vectors, up to 2048 of them.
+        if (c.path == cuda::SoftmaxPath::Register && (n % (16 / int64_t(dtype_size(dt))) != 0 ||
+                                                      n > 2048 * (16 / int64_t(dtype_size(dt))))) {
+          continue;
+        }
+        ForcedPath forced(c.path);
+        const bool grads = c.path != cuda::SoftmaxPath::Register && (dtype_size(dt) > 2 || n <= 8192);
+        Tensor x = normal({5, n}, dt, uint64_t(n) + 7).set_requires_grad(grads);
+        EXPECT_TRUE(
+            cuda_matches_cpu([](const TensorList& in) { return both_kinds(in[0], 1); }, {x}, grads, tolerance(dt, n)))
+            << cuda::softmax_path_name(c.path) << " " << dtype_name(dt) << " n=" << n;
+      }
+    }
+  }
+  ForcedPath strided(cuda::SoftmaxPath::Strided);
+  Tensor x = normal({3, 33, 17}, DType::Float32, 5).set_requires_grad();
+  EXPECT_TRUE(cuda_matches_cpu([](const TensorList& in) { return both_kinds(in[0], 1); }, {x}, true));
+}
+
+TEST(CudaSoftmax, AForcedPathThatCannotTakeTheShapeSaysWhy) {
+  EMBER_REQUIRE_CUDA();
+  Tensor long_rows = randn({2, 2048}, DType::Float32, cuda_device());
+  {
+    ForcedPath forced(cuda::SoftmaxPath::Warp);
+    EXPECT_TRUE(testing::throws_with([&] { softmax(long_rows, 1); },
+                                     {"softmax", "'warp'", "dim 2048", "at most 1024", "SoftmaxPath::Auto"}));
+  }
+  {
+    ForcedPath forced(cuda::SoftmaxPath::Online);
+    EXPECT_TRUE(testing::throws_with([&] { softmax(randn({2, 8, 3}, DType::Float32, cuda_device()), 1); },
+                                     {"softmax", "'online'", "inner 3", "inner == 1"}));
+  }
+  {
+    Tensor x = long_rows.clone().set_requires_grad();
+    Tensor y = softmax(x, 1);
+    ForcedPath forced(cuda::SoftmaxPath::Register);
+    EXPECT_TRUE(testing::throws_with([&] { y.sum().backward(); }, {"softmax_backward", "'register'", "forward"}));
+  }
+  EXPECT_EQ(cuda::forced_softmax_path(), cuda::SoftmaxPath::Auto);
+  EXPECT_TRUE(cuda_matches_cpu([](const TensorList& in) { return both_kinds(in[0], 1); }, {long_rows.cpu()}));
+}
+
+#endif
 
 }  // namespace
 }  // namespace ember

@@ -7,7 +7,7 @@
 // 16-bit operands when asked. Each declines where lt_matmul declines.
 #include "core/cuda/device.h"
 #include "core/ops/gemm_kernels.h"
-#include "kernels/cuda/lt_matmul.h"
+#include "kernels/cuda/libraries/lt_matmul.h"
 
 namespace ember::cuda {
 namespace {

@@ -4,11 +4,11 @@
 // float32, float64, float16 and bfloat16 go to cuBLAS with the operands
 // swapped (C^T = op(B)^T op(A)^T in cuBLAS's column-major view), on the
 // calling thread's cached handle bound to the current stream and a caching-
-// allocator workspace (kernels/cuda/cublas_handle.h): no allocation, copy or
+// allocator workspace (kernels/cuda/libraries/cublas_handle.h): no allocation, copy or
 // host synchronization per call. The compute types (TF32 only when
-// allow_tf32() is on) are those of kernels/cuda/blas_types.h.
+// allow_tf32() is on) are those of kernels/cuda/libraries/blas_types.h.
 //
-// One matrix goes to cublasLt (kernels/cuda/lt_matmul.h: the algorithm
+// One matrix goes to cublasLt (kernels/cuda/libraries/lt_matmul.h: the algorithm
 // chosen once per problem, timed among cublasLt's candidates when
 // gemm_autotune() is on), or to cublasGemmEx where cublasLt declines; a
 // batch goes to cublasGemmStridedBatchedEx (a batch stride of 0 broadcasts
@@ -20,10 +20,10 @@
 #include "core/cuda/cublas_check.h"
 #include "core/cuda/device.h"
 #include "core/ops/gemm_kernels.h"
-#include "kernels/cuda/blas_types.h"
-#include "kernels/cuda/cublas_handle.h"
+#include "kernels/cuda/libraries/blas_types.h"
+#include "kernels/cuda/libraries/cublas_handle.h"
 #include "kernels/cuda/integer_gemm.h"
-#include "kernels/cuda/lt_matmul.h"
+#include "kernels/cuda/libraries/lt_matmul.h"
 
 namespace ember::cuda {
 namespace {

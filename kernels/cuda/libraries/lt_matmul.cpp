@@ -1,5 +1,5 @@
 // cublasLt GEMM and its per-problem algorithm choice (contract in
-// kernels/cuda/lt_matmul.h).
+// kernels/cuda/libraries/lt_matmul.h).
 //
 // The operands are swapped as for cuBLAS: cublasLt's A is our b, its B our
 // a, and each layout is the stored row-major matrix read column-major (rows
@@ -7,7 +7,7 @@
 // pointer (its default assumes 256 bytes). A bias runs along cublasLt's
 // rows, our columns; a bias gradient is BGRADB, the sums of cublasLt's B
 // (our op(A)) over k, one per column of its D (our rows).
-#include "kernels/cuda/lt_matmul.h"
+#include "kernels/cuda/libraries/lt_matmul.h"
 
 #include <cuda_runtime_api.h>
 
@@ -26,9 +26,9 @@
 #include "core/cuda/graph.h"
 #include "core/cuda/stream.h"
 #include "core/ops.h"
-#include "kernels/cuda/blas_types.h"
-#include "kernels/cuda/cublas_handle.h"
-#include "kernels/cuda/fastest_candidate.h"
+#include "kernels/cuda/libraries/blas_types.h"
+#include "kernels/cuda/libraries/cublas_handle.h"
+#include "kernels/cuda/libraries/fastest_candidate.h"
 
 namespace ember::cuda {
 namespace {
@@ -168,7 +168,7 @@ std::vector<cublasLtMatmulAlgo_t> candidates(const Call& call, const Problem& pr
 }
 
 // The fastest of the candidates on this problem, timed on the call's stream
-// (kernels/cuda/fastest_candidate.h); the first one when none runs.
+// (kernels/cuda/libraries/fastest_candidate.h); the first one when none runs.
 cublasLtMatmulAlgo_t fastest(const Call& call, const std::vector<cublasLtMatmulAlgo_t>& algos) {
   const GemmArgs& g = call.g;
   // beta == 0: C is write-only and the real call overwrites it (a bias

@@ -26,7 +26,7 @@
 //   made once per (problem, thread) and kept too. With gemm_autotune() on (the
 //   default) and the stream not capturing a graph, the first call times each
 //   of cublasLt's first kCandidates heuristic answers
-//   (kernels/cuda/fastest_candidate.h, writing a scratch copy of C when beta
+//   (kernels/cuda/libraries/fastest_candidate.h, writing a scratch copy of C when beta
 //   reads it) and keeps the fastest: that call waits for the device.
 //   Otherwise, or when no candidate ran, the heuristic's
 //   first answer is kept.

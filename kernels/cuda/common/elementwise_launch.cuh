@@ -27,6 +27,7 @@
 #include "core/cuda/stream.h"
 #include "core/ops/elementwise_args.h"
 #include "kernels/acc_type.h"
+#include "kernels/cuda/common/vector_access.cuh"
 
 namespace ember::cuda {
 
@@ -44,14 +45,6 @@ __device__ __forceinline__ T from_acc(acc_t<T> v) {
   else return T(v);
 }
 
-template <typename T, int N>
-struct alignas(sizeof(T) * N) Vec {
-  T v[N];
-};
-
-// True when p can be read and written as 16-byte vectors (Vec<T, 16 / sizeof(T)>).
-inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 template <typename... Ts>
 constexpr int max_size() {
   int m = 1;
@@ -67,7 +60,7 @@ __device__ __forceinline__ void compute_vec(F& f, Out* out, const Vec<In, N>&...
   Vec<Out, N> o;
 #pragma unroll
   for (int j = 0; j < N; ++j) o.v[j] = from_acc<Out>(f(to_acc(v.v[j])...));
-  *reinterpret_cast<Vec<Out, N>*>(out) = o;
+  store_vec(out, o);
 }
 
 template <int N, typename Out, typename F, typename... In>
@@ -78,7 +71,7 @@ __global__ void vectorized_kernel(int64_t n, F f, Out* out, const In*... in) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t off = base + int64_t(u) * kBlock * N;
-      compute_vec<N>(f, out + off, *reinterpret_cast<const Vec<In, N>*>(in + off)...);
+      compute_vec<N>(f, out + off, load_vec<In, N>(in + off)...);
     }
     return;
   }

@@ -48,8 +48,8 @@
 #include "core/cuda/stream.h"
 #include "core/ops.h"
 #include "core/ops/reduce_kernels.h"
-#include "kernels/cuda/elementwise_launch.cuh"
-#include "kernels/cuda/grid_math.h"
+#include "kernels/cuda/common/elementwise_launch.cuh"
+#include "kernels/cuda/common/grid_math.h"
 
 namespace ember::cuda {
 
@@ -107,11 +107,6 @@ __device__ __forceinline__ typename R::State push_vecs(const R& red, typename R:
     for (int j = 0; j < V; ++j) s = red.push(s, x[u].v[j], c + u * step + j);
   }
   return s;
-}
-
-template <typename T, int V>
-__device__ __forceinline__ Vec<T, V> load_vec(const T* p) {
-  return *reinterpret_cast<const Vec<T, V>*>(p);
 }
 
 // Folds row[begin, end) into s, thread l of n: a scalar head up to the
@@ -259,7 +254,7 @@ Tensor partial_workspace(int64_t count, int device) {
 template <typename T, typename R>
 void launch_reduce(const ReduceArgs& a, const R& red) {
   using S = typename R::State;
-  constexpr int V = 16 / int(sizeof(T));
+  constexpr int V = kVecWidth<T>;
   cudaStream_t stream = current_stream(a.device).handle();
   const T* in = static_cast<const T*>(a.in);
   const int64_t sms = properties(a.device).multiprocessor_count;

@@ -1,4 +1,4 @@
-// conv2d through cuDNN's graph (backend) API (see kernels/cuda/cudnn_conv.h
+// conv2d through cuDNN's graph (backend) API (see kernels/cuda/libraries/cudnn_conv.h
 // for the launchers and core/ops/conv_kernels.h for the contract).
 //
 // - Handles: one per (device, host thread), taken at the thread's first
@@ -21,7 +21,7 @@
 //   caching allocator can provide are the candidates. The first is kept,
 //   or with conv_autotune() on (core/ops.h) and no capture under way, the
 //   fastest of the first eight run on the call's tensors, counting the
-//   host's launches (kernels/cuda/fastest_candidate.h): at these small sizes
+//   host's launches (kernels/cuda/libraries/fastest_candidate.h): at these small sizes
 //   an engine that adds layout transposes or a split-K reduction costs a
 //   step more host time than its kernel saves. The plan is kept in a map
 //   for the life of the process. An engine cuDNN declines (a not-supported
@@ -42,7 +42,7 @@
 //   kernels of kernels/cuda/conv_bias.h (every dtype, float sums).
 // - Filters of few taps (kernels/cuda/conv_small_filter.h) take their weight
 //   and bias gradients from ember's own two kernels, not from cuDNN.
-#include "kernels/cuda/cudnn_conv.h"
+#include "kernels/cuda/libraries/cudnn_conv.h"
 
 #include "kernels/cuda/conv_bias.h"
 #include "kernels/cuda/conv_small_filter.h"
@@ -69,7 +69,8 @@
 #include "core/cuda/graph.h"
 #include "core/cuda/stream.h"
 #include "core/ops.h"
-#include "kernels/cuda/fastest_candidate.h"
+#include "kernels/cuda/common/workspace.h"
+#include "kernels/cuda/libraries/fastest_candidate.h"
 
 // The plans name their handle through attributes that cuDNN 9.19 marks
 // deprecated in favour of device-property descriptors; every cuDNN 9 has
@@ -422,10 +423,6 @@ bool untimed(const Backend& engine) {
   return false;
 }
 
-Tensor workspace(int64_t bytes, int device) {
-  return bytes == 0 ? Tensor() : empty({bytes}, DType::Bool, cuda_device(device));
-}
-
 // The three tensors of a call (input side, weight side, output side of the
 // direction) and its workspace, packed for cudnnBackendExecute.
 Backend variant_pack(const std::array<void*, 3>& pointers, void* workspace_ptr) {
@@ -475,7 +472,7 @@ std::vector<std::unique_ptr<Plan>> candidate_plans(const ConvArgs& a, Direction 
       EMBER_CUDNN_CHECK(cudnnBackendGetAttribute(p->plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
                                                  CUDNN_TYPE_INT64, 1, &count, &p->workspace));
       try {
-        workspace(p->workspace, a.device);
+        const Workspace probe(size_t(p->workspace), a.device);  // fits now?
       } catch (const OutOfMemoryError&) {
         continue;
       }
@@ -522,7 +519,7 @@ void log_choice(const ConvArgs& a, Direction dir, const std::vector<std::unique_
 // The plan for `a` in direction `dir` on h with the call's tensors at
 // `pointers`: the heuristics' first, or with conv_autotune() on and the
 // stream not capturing, the fastest of their first kConvCandidates run on
-// these tensors (kernels/cuda/fastest_candidate.h). Beta is 0, so the
+// these tensors (kernels/cuda/libraries/fastest_candidate.h). Beta is 0, so the
 // timed runs only write the call's output, which the call then writes again.
 std::unique_ptr<Plan> make_plan(const ConvArgs& a, Direction dir, cudnnHandle_t h,
                                 const std::array<void*, 3>& pointers, const std::array<int64_t, 3>& alignment,
@@ -532,20 +529,20 @@ std::unique_ptr<Plan> make_plan(const ConvArgs& a, Direction dir, cudnnHandle_t 
       candidate_plans(a, dir, h, alignment, tf32, autotune ? kConvCandidates : 1);
   if (plans.size() == 1) return std::move(plans[0]);
   size_t current = plans.size();
-  Tensor ws;
+  Workspace ws;
   std::optional<Backend> pack;
   std::vector<CandidateTime> timings;
   const size_t best = fastest_candidate(a.device, plans.size(), [&](size_t i) {
     if (i != current) {  // the candidate's warm-up: its workspace and pack
       current = i;
       pack.reset();
-      ws = Tensor();  // the last candidate's, freed first
+      ws = Workspace();  // the last candidate's, freed first
       try {
-        ws = workspace(plans[i]->workspace, a.device);
+        ws = Workspace(size_t(plans[i]->workspace), a.device);
       } catch (const OutOfMemoryError&) {
         return false;
       }
-      pack.emplace(variant_pack(pointers, ws.defined() ? ws.data_ptr() : nullptr));
+      pack.emplace(variant_pack(pointers, ws.data()));
     }
     if (!pack) return false;
     return cudnnBackendExecute(h, plans[i]->plan.get(), pack->get()) == CUDNN_STATUS_SUCCESS;
@@ -601,8 +598,8 @@ void execute(const ConvArgs& a, Direction dir, const void* input, const void* we
   cudnnHandle_t h = handle_for(a.device);
   const std::array<void*, 3> pointers{const_cast<void*>(input), const_cast<void*>(weight), const_cast<void*>(output)};
   const Plan& plan = plan_cache().get(a, dir, h, pointers);
-  Tensor ws = workspace(plan.workspace, a.device);
-  const Backend pack = variant_pack(pointers, ws.defined() ? ws.data_ptr() : nullptr);
+  const Workspace ws(size_t(plan.workspace), a.device);
+  const Backend pack = variant_pack(pointers, ws.data());
   EMBER_CUDNN_CHECK(cudnnBackendExecute(h, plan.plan.get(), pack.get()));
 }
 

@@ -1,5 +1,5 @@
-// The autotuners' stopwatch (contract in kernels/cuda/fastest_candidate.h).
-#include "kernels/cuda/fastest_candidate.h"
+// The autotuners' stopwatch (contract in kernels/cuda/libraries/fastest_candidate.h).
+#include "kernels/cuda/libraries/fastest_candidate.h"
 
 #include <cuda_runtime_api.h>
 

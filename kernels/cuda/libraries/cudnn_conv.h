@@ -2,7 +2,7 @@
 // stubs for DeviceType::CUDA (contract in core/ops/conv_kernels.h).
 //
 // They are the whole of ember's use of cuDNN for convolution, defined in
-// kernels/cuda/cudnn_conv.cpp on cuDNN's graph (backend) API: one
+// kernels/cuda/libraries/cudnn_conv.cpp on cuDNN's graph (backend) API: one
 // convolution node per operation graph, its execution plan made once per
 // configuration and reused. Each runs on the current stream of args.device
 // with a workspace from ember's caching allocator; float32 uses TF32 tensor

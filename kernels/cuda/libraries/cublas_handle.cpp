@@ -1,6 +1,6 @@
 // Per-(device, thread) cuBLAS/cublasLt handles, their pool and their
-// per-stream workspaces (see kernels/cuda/cublas_handle.h).
-#include "kernels/cuda/cublas_handle.h"
+// per-stream workspaces (see kernels/cuda/libraries/cublas_handle.h).
+#include "kernels/cuda/libraries/cublas_handle.h"
 
 #include <cuda_runtime_api.h>
 
