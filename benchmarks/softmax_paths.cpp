@@ -20,8 +20,8 @@
 #if defined(EMBER_WITH_CUDA)
 #include <cuda_runtime_api.h>
 
+#include "benchmarks/bench_util.h"
 #include "core/cuda/device.h"
-#include "core/cuda/event.h"
 #include "core/cuda/stream.h"
 #include "core/ops/softmax_kernels.h"
 #include "kernels/cuda/softmax_path.h"
@@ -30,20 +30,8 @@ using namespace ember;
 
 namespace {
 
-double median_ms(const std::function<void()>& fn) {
-  for (int i = 0; i < 3; ++i) fn();
-  std::vector<double> times;
-  for (int i = 0; i < 20; ++i) {
-    cuda::Event start(true), stop(true);
-    start.record();
-    fn();
-    stop.record();
-    stop.synchronize();
-    times.push_back(start.elapsed_time(stop));
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
+// The median of 20 timings between CUDA events after 3 warm-up runs.
+double median_ms(const std::function<void()>& fn) { return bench::median(bench::time_steps(cuda_device(0), 3, 20, fn)); }
 
 const cuda::SoftmaxPath kPaths[] = {cuda::SoftmaxPath::Auto,   cuda::SoftmaxPath::Warp,
                                     cuda::SoftmaxPath::Register, cuda::SoftmaxPath::Cached,

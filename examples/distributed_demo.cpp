@@ -15,7 +15,7 @@
 #include <string>
 
 #include "ember.h"
-#include "parallel/init.h"
+#include "parallel/distributed/init.h"
 
 int main(int argc, char** argv) {
   using namespace ember;

@@ -52,8 +52,8 @@
 #include "examples/train/run_state.h"
 #include "optim/optim.h"
 #include "parallel/amp/grad_scaler.h"
-#include "parallel/distributed_data_parallel.h"
-#include "parallel/sync_batch_norm.h"
+#include "parallel/distributed/ddp/distributed_data_parallel.h"
+#include "parallel/distributed/ddp/sync_batch_norm.h"
 
 namespace {
 

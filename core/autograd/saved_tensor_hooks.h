@@ -1,6 +1,6 @@
 // Saved-tensor hooks: a thread-local override of what SavedTensor stores
 // (PyTorch's torch.autograd.graph.saved_tensors_hooks). Activation
-// checkpointing (parallel/checkpoint.h) is built on it: it records the
+// checkpointing (parallel/checkpoint/checkpoint.h) is built on it: it records the
 // forward's graph but keeps no activations, and recomputes them when backward
 // first asks for one.
 //

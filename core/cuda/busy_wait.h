@@ -1,5 +1,5 @@
 // busy_wait: keeps a stream busy for a given time with a one-thread kernel.
-// Public; includes no CUDA header.
+// Internal to ember (its tests and benchmarks); includes no CUDA header.
 //
 // For tests and benchmarks of stream ordering and overlap (record_stream,
 // events, communication hidden behind compute): work of a known duration

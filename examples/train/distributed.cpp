@@ -6,8 +6,8 @@
 
 #include "core/cuda/device.h"
 #include "core/ops.h"
-#include "parallel/init.h"
-#include "parallel/rank_env.h"
+#include "parallel/distributed/init.h"
+#include "parallel/distributed/rank_env.h"
 
 namespace ember::train {
 namespace {

@@ -5,7 +5,7 @@
 //
 // Contract:
 // - start_distributed(o) decides: the run is distributed when --distributed
-//   was given, or when the launcher's variables (parallel/rank_env.h) give a
+//   was given, or when the launcher's variables (parallel/distributed/rank_env.h) give a
 //   world size above 1. Otherwise it returns a one-process run and touches
 //   nothing. --distributed without the launcher's variables is a UsageError
 //   that says what is missing.
@@ -27,7 +27,7 @@
 
 #include "core/device.h"
 #include "examples/train/options.h"
-#include "parallel/process_group.h"
+#include "parallel/distributed/process_group.h"
 
 namespace ember::train {
 

@@ -32,7 +32,7 @@
 #include <string>
 #include <vector>
 
-#include "parallel/tcp_store.h"
+#include "parallel/distributed/store/tcp_store.h"
 
 namespace ember::testing {
 

@@ -1,0 +1,163 @@
+// The backend table and the default process group (parallel/distributed/init.h).
+#include "parallel/distributed/init.h"
+
+#include <algorithm>
+#include <mutex>
+
+#include "core/error.h"
+#include "parallel/distributed/store/prefix_store.h"
+#include "parallel/distributed/store/tcp_store.h"
+#if EMBER_WITH_GLOO
+#include "parallel/distributed/backend/gloo_process_group.h"
+#endif
+#if EMBER_WITH_CUDA
+#include "parallel/distributed/backend/nccl_process_group.h"
+#endif
+
+namespace ember::parallel {
+
+namespace {
+
+std::mutex default_mutex;
+std::shared_ptr<ProcessGroup> default_pg;
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) out += (i ? ", " : "") + names[i];
+  return names.empty() ? "none" : out;
+}
+
+// The TCPStore under a chain of PrefixStores, if that is what `store` is.
+const TCPStore* tcp_store_of(const Store* store) {
+  while (auto* prefix = dynamic_cast<const PrefixStore*>(store)) store = prefix->underlying().get();
+  return dynamic_cast<const TCPStore*>(store);
+}
+
+std::shared_ptr<ProcessGroup> require_default(const char* caller) {
+  std::lock_guard<std::mutex> lock(default_mutex);
+  EMBER_CHECK(default_pg, caller << ": there is no default process group; call parallel::init_process_group(\"gloo\") "
+                                 << "first (it reads RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT, which ember-run sets)");
+  return default_pg;
+}
+
+// Call with default_mutex held.
+void check_no_default() {
+  EMBER_CHECK(!default_pg, "init_process_group: the default process group exists already ("
+                               << default_pg->backend() << ", rank " << default_pg->rank() << " of "
+                               << default_pg->size() << "); call destroy_process_group() first");
+}
+
+void set_default(std::shared_ptr<ProcessGroup> group) {
+  std::lock_guard<std::mutex> lock(default_mutex);
+  check_no_default();
+  default_pg = std::move(group);
+}
+
+void check_not_initialized() {
+  std::lock_guard<std::mutex> lock(default_mutex);
+  check_no_default();
+}
+
+void check_backend(const std::string& backend) {
+#if !EMBER_WITH_GLOO
+  EMBER_CHECK(backend != "gloo", "process group: this ember was built without Gloo, so it has no gloo backend. "
+                                 "Install Gloo (apt-get install libgloo-dev) and configure again "
+                                 "(cmake -DEMBER_WITH_GLOO=ON)");
+#endif
+#if !EMBER_WITH_CUDA
+  EMBER_CHECK(backend != "nccl", "process group: this ember was built without CUDA (EMBER_WITH_CUDA=OFF), so it has no "
+                                 "nccl backend. Use the gloo backend for CPU tensors, or build ember with the CUDA "
+                                 "toolkit and NCCL (apt-get install libnccl-dev) for GPUs");
+#endif
+  EMBER_CHECK(backend_available(backend),
+              "process group: unknown backend '" << backend << "'; this build has: " << joined(available_backends()));
+}
+
+}  // namespace
+
+std::vector<std::string> available_backends() {
+  std::vector<std::string> out;
+#if EMBER_WITH_GLOO
+  out.push_back("gloo");
+#endif
+#if EMBER_WITH_CUDA
+  out.push_back("nccl");
+#endif
+  return out;
+}
+
+bool backend_available(const std::string& backend) {
+  std::vector<std::string> all = available_backends();
+  return std::find(all.begin(), all.end(), backend) != all.end();
+}
+
+std::shared_ptr<ProcessGroup> new_group(const std::string& backend, const std::shared_ptr<Store>& store, int rank,
+                                        int size, const ProcessGroupOptions& options) {
+  check_backend(backend);
+#if EMBER_WITH_GLOO
+  if (backend == "gloo") {
+    ProcessGroupOptions o = options;
+    if (o.gloo_hostname.empty() && o.gloo_interface.empty()) {
+      if (const TCPStore* tcp = tcp_store_of(store.get())) o.gloo_hostname = tcp->local_address();
+    }
+    return std::make_shared<GlooProcessGroup>(store, rank, size, o);
+  }
+#endif
+#if EMBER_WITH_CUDA
+  if (backend == "nccl") return std::make_shared<NcclProcessGroup>(store, rank, size, options);
+#endif
+  EMBER_FAIL("process group: backend '" << backend << "' has no constructor (an ember bug)");
+}
+
+void init_process_group(const std::string& backend, const ProcessGroupOptions& options) {
+  check_not_initialized();
+  check_backend(backend);  // before the store: a wrong name should not make rank 0 listen
+  RankInfo info = rank_info_from_env();
+  auto store = std::make_shared<TCPStore>(info.master_addr, info.master_port,
+                                          TCPStoreOptions{.is_server = info.rank == 0, .timeout = options.timeout});
+  set_default(new_group(backend, store, info.rank, info.world_size, options));
+}
+
+void init_process_group(const std::string& backend, const std::shared_ptr<Store>& store, int rank, int world_size,
+                        const ProcessGroupOptions& options) {
+  check_not_initialized();
+  set_default(new_group(backend, store, rank, world_size, options));
+}
+
+bool is_initialized() {
+  std::lock_guard<std::mutex> lock(default_mutex);
+  return default_pg != nullptr;
+}
+
+std::shared_ptr<ProcessGroup> default_group() { return require_default("parallel::default_group"); }
+
+int get_rank() { return require_default("parallel::get_rank")->rank(); }
+
+int get_world_size() { return require_default("parallel::get_world_size")->size(); }
+
+void destroy_process_group() {
+  std::shared_ptr<ProcessGroup> group;
+  {
+    std::lock_guard<std::mutex> lock(default_mutex);
+    EMBER_CHECK(default_pg, "destroy_process_group: there is no default process group (never initialized, or "
+                            "destroyed already)");
+    group = std::move(default_pg);
+  }
+  // Destroyed outside the lock: a group waits for its queued collectives.
+}
+
+void all_reduce(const Tensor& tensor, ReduceOp op) { require_default("parallel::all_reduce")->all_reduce(tensor, op)->wait(); }
+
+void broadcast(const Tensor& tensor, int root) { require_default("parallel::broadcast")->broadcast(tensor, root)->wait(); }
+
+void all_gather(const TensorList& outputs, const Tensor& input) {
+  require_default("parallel::all_gather")->all_gather(outputs, input)->wait();
+}
+
+void reduce_scatter(const Tensor& output, const TensorList& inputs, ReduceOp op) {
+  require_default("parallel::reduce_scatter")->reduce_scatter(output, inputs, op)->wait();
+}
+
+void barrier() { require_default("parallel::barrier")->barrier()->wait(); }
+
+}  // namespace ember::parallel
