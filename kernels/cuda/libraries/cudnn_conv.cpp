@@ -49,6 +49,7 @@
 
 #include <cudnn.h>
 
+#include <algorithm>
 #include <array>
 #include <climits>
 #include <cstdio>
@@ -383,15 +384,21 @@ Backend engine_of(const Backend& config) {
   return engine;
 }
 
-// Whether the numerics of the engine keep the contract of
-// core/ops/conv_kernels.h for `dtype` (tf32: allow_tf32() for this plan).
-bool numerics_allowed(const Backend& engine, DType dtype, bool tf32) {
-  std::array<cudnnBackendNumericalNote_t, CUDNN_NUMERICAL_NOTE_TYPE_COUNT> notes{};
+// The engine's numerical notes.
+std::vector<cudnnBackendNumericalNote_t> numerical_notes(const Backend& engine) {
+  std::vector<cudnnBackendNumericalNote_t> notes(CUDNN_NUMERICAL_NOTE_TYPE_COUNT);
   int64_t count = 0;
   EMBER_CUDNN_CHECK(cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
                                              int64_t(notes.size()), &count, notes.data()));
-  for (int64_t i = 0; i < count; ++i) {
-    switch (notes[size_t(i)]) {
+  notes.resize(size_t(count));
+  return notes;
+}
+
+// Whether numerics (an engine's notes) keep the contract of
+// core/ops/conv_kernels.h for `dtype` (tf32: allow_tf32() for this plan).
+bool numerics_allowed(const std::vector<cudnnBackendNumericalNote_t>& numerics, DType dtype, bool tf32) {
+  for (cudnnBackendNumericalNote_t note : numerics) {
+    switch (note) {
       case CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION:
       case CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS: return false;
       case CUDNN_NUMERICAL_NOTE_TENSOR_CORE:
@@ -403,10 +410,10 @@ bool numerics_allowed(const Backend& engine, DType dtype, bool tf32) {
   return true;
 }
 
-// Whether the engine is one the timing leaves to the heuristics: its
-// finalize compiles kernels (seconds, not milliseconds), or its sums come in
-// an order that varies from call to call.
-bool untimed(const Backend& engine) {
+// Whether the engine (with these numerical notes) is one the timing leaves
+// to the heuristics: its finalize compiles kernels (seconds, not
+// milliseconds), or its sums come in an order that varies from call to call.
+bool untimed(const Backend& engine, const std::vector<cudnnBackendNumericalNote_t>& numerics) {
   std::array<cudnnBackendBehaviorNote_t, CUDNN_BEHAVIOR_NOTE_TYPE_COUNT> behaviour{};
   int64_t count = 0;
   EMBER_CUDNN_CHECK(cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
@@ -414,13 +421,7 @@ bool untimed(const Backend& engine) {
   for (int64_t i = 0; i < count; ++i) {
     if (behaviour[size_t(i)] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) return true;
   }
-  std::array<cudnnBackendNumericalNote_t, CUDNN_NUMERICAL_NOTE_TYPE_COUNT> numerics{};
-  EMBER_CUDNN_CHECK(cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
-                                             int64_t(numerics.size()), &count, numerics.data()));
-  for (int64_t i = 0; i < count; ++i) {
-    if (numerics[size_t(i)] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC) return true;
-  }
-  return false;
+  return std::find(numerics.begin(), numerics.end(), CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC) != numerics.end();
 }
 
 // The three tensors of a call (input side, weight side, output side of the
@@ -460,8 +461,9 @@ std::vector<std::unique_ptr<Plan>> candidate_plans(const ConvArgs& a, Direction 
     for (Backend& config : engine_configs(graph->graph, mode)) {
       if (plans.size() == limit) return plans;
       const Backend engine = engine_of(config);
-      if (!numerics_allowed(engine, a.dtype, tf32)) continue;
-      if (!plans.empty() && untimed(engine)) continue;
+      const std::vector<cudnnBackendNumericalNote_t> numerics = numerical_notes(engine);
+      if (!numerics_allowed(numerics, a.dtype, tf32)) continue;
+      if (!plans.empty() && untimed(engine, numerics)) continue;
       auto p = std::make_unique<Plan>();
       cudnnBackendDescriptor_t c = config.get();
       p->plan.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h)
