@@ -6,6 +6,7 @@
 #include "core/cuda/device.h"
 #include "core/grad_mode.h"
 #include "core/ops.h"
+#include "core/ops/op_utils.h"
 #if EMBER_WITH_CUDA
 #include "core/cuda/pinned_memory.h"
 #endif
@@ -13,8 +14,8 @@
 namespace ember::data {
 namespace {
 
-// "[2, 3] float32"
-std::string describe(const Tensor& t) { return shape_str(t.shape()) + " " + dtype_name(t.dtype()); }
+using ember::detail::describe;
+using ember::detail::describe_shape_dtype;
 
 // Checks one part (input or target) of example `index`, at `position` in
 // the batch, against the first example's.
@@ -28,8 +29,8 @@ void check_part(const char* part, const Tensor& t, const Tensor& first, int64_t 
   if (!first.defined()) return;
   EMBER_CHECK(t.shape() == first.shape() && t.dtype() == first.dtype(),
               "stack_examples: example " << index << " (position " << position << " in the batch) has " << part
-                                         << " " << describe(t) << " but example " << first_index
-                                         << " (position 0) has " << describe(first)
+                                         << " " << describe_shape_dtype(t) << " but example " << first_index
+                                         << " (position 0) has " << describe_shape_dtype(first)
                                          << "; every example of a batch must have the same shape and dtype");
 }
 
@@ -77,7 +78,7 @@ Tensor gather_rows(const Tensor& source, const std::vector<int64_t>& indices, co
   EMBER_CHECK(source.defined() && source.dim() >= 1,
               "gather_rows: the source must be a tensor of at least one dim (rows along dim 0)");
   EMBER_CHECK(source.device().is_cpu() && source.is_contiguous(),
-              "gather_rows: the source " << describe(source) << " on " << source.device()
+              "gather_rows: the source " << describe(source)
                                          << " must be a contiguous CPU tensor; call .contiguous().cpu() once first");
   Shape shape = source.shape();
   const int64_t rows = shape[0];

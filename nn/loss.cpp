@@ -11,14 +11,13 @@
 #include "core/autocast_state.h"
 #include "core/ops.h"
 #include "core/ops/index_kernels.h"
+#include "core/ops/op_utils.h"
 
 namespace ember::nn {
 namespace functional {
 namespace {
 
-std::string describe(const Tensor& t) {
-  return shape_str(t.shape()) + " " + dtype_name(t.dtype()) + " on " + t.device().str();
-}
+using ember::detail::describe;
 
 Tensor reduce(const Tensor& loss, Reduction reduction) {
   switch (reduction) {

@@ -12,6 +12,7 @@
 #include "core/autograd/node.h"
 #include "core/grad_mode.h"
 #include "core/memory_format.h"
+#include "core/ops/op_utils.h"
 
 namespace ember::nn {
 namespace {
@@ -37,6 +38,8 @@ void replace_data(Tensor t, const Tensor& value) {
   }
 }
 
+using ember::detail::describe;
+
 using Seen = std::unordered_set<const void*>;
 
 bool seen_before(Seen& seen, const void* p) { return !seen.insert(p).second; }
@@ -45,10 +48,6 @@ std::string quoted_list(const std::vector<std::string>& keys) {
   std::string s;
   for (size_t i = 0; i < keys.size(); ++i) s += (i ? ", \"" : "\"") + keys[i] + "\"";
   return s;
-}
-
-std::string describe(const Tensor& t) {
-  return shape_str(t.shape()) + " " + dtype_name(t.dtype()) + " on " + t.device().str();
 }
 
 // PyTorch's _addindent: indents every line but the first.

@@ -35,18 +35,16 @@
 #include "core/ops.h"
 #include "core/ops/gemm_kernels.h"
 #include "core/ops/gemm_layout.h"
+#include "core/ops/op_utils.h"
 
 namespace ember {
 
 using autograd::needs_grad;
 using autograd::record;
 using autograd::SavedTensor;
+using detail::describe;
 
 namespace {
-
-std::string describe(const char* what, const Tensor& t) {
-  return std::string(what) + " " + shape_str(t.shape()) + " " + dtype_name(t.dtype()) + " on " + t.device().str();
-}
 
 void check_linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   EMBER_CHECK(x.defined() && w.defined(), "linear: got an undefined " << (x.defined() ? "weight" : "input"));
@@ -69,15 +67,15 @@ void check_linear(const Tensor& x, const Tensor& w, const Tensor& b) {
     if (!t->defined()) continue;
     const char* name = t == &w ? "weight" : "bias";
     EMBER_CHECK(t->device() == x.device(), "linear: expected the input and the " << name
-                                               << " on the same device, but found " << describe("input", x)
-                                               << " and " << describe(name, *t) << "; move one with .to(device)");
+                                               << " on the same device, but found input " << describe(x) << " and "
+                                               << name << " " << describe(*t) << "; move one with .to(device)");
     EMBER_CHECK(t->dtype() == x.dtype(), "linear: expected the input and the "
-                                             << name << " to have the same dtype, but got " << describe("input", x)
-                                             << " and " << describe(name, *t)
+                                             << name << " to have the same dtype, but got input " << describe(x)
+                                             << " and " << name << " " << describe(*t)
                                              << "; linear does not promote, convert one with .to(dtype)");
   }
-  EMBER_CHECK(x.dtype() != DType::Bool, "linear: not defined for bool tensors (" << describe("input", x)
-                                                                                 << "); convert them with .to(dtype)");
+  EMBER_CHECK(x.dtype() != DType::Bool,
+              "linear: not defined for bool tensors (input " << describe(x) << "); convert them with .to(dtype)");
 }
 
 // y = x W^T + b through gemm_bias_stub, or an undefined tensor when x is not

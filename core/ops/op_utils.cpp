@@ -5,9 +5,9 @@
 
 namespace ember::detail {
 
-std::string describe(const Tensor& t) {
-  return shape_str(t.shape()) + " " + dtype_name(t.dtype()) + " on " + t.device().str();
-}
+std::string describe(const Tensor& t) { return describe_shape_dtype(t) + " on " + t.device().str(); }
+
+std::string describe_shape_dtype(const Tensor& t) { return shape_str(t.shape()) + " " + dtype_name(t.dtype()); }
 
 int64_t wrap_dim(const char* op, int64_t dim, int64_t ndim, const Shape& shape) {
   int64_t n = std::max<int64_t>(ndim, 1);

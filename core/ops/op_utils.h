@@ -9,6 +9,9 @@ namespace ember::detail {
 
 // "[2, 3] float32 on cuda:0": how an error names a tensor.
 std::string describe(const Tensor& t);
+// "[2, 3] float32": describe() without the device, for tensors whose device
+// is already known to the reader (all on the CPU, say).
+std::string describe_shape_dtype(const Tensor& t);
 
 // `dim` wrapped into [0, n) for a tensor with `ndim` dims (a 0-dim tensor
 // accepts -1 and 0, as in PyTorch); an ember::Error naming op, the shape and
