@@ -1,8 +1,10 @@
 // Thread-local grad mode: whether ops record themselves for backward.
 //
-// NoGradGuard turns recording off in its scope (optimizer steps, eval);
-// EnableGradGuard turns it back on inside such a scope. Each thread has its
-// own mode, so DataParallel's worker threads start with grad enabled.
+// GradModeGuard sets the mode for its scope and restores the previous one
+// when the scope is left, also by an exception; NoGradGuard turns recording
+// off (optimizer steps, eval) and EnableGradGuard turns it back on inside
+// such a scope. Each thread has its own mode, so DataParallel's worker
+// threads start with grad enabled.
 #pragma once
 
 namespace ember {
@@ -13,26 +15,25 @@ class GradMode {
   static void set_enabled(bool enabled);
 };
 
-class NoGradGuard {
+class GradModeGuard {
  public:
-  NoGradGuard() : prev_(GradMode::is_enabled()) { GradMode::set_enabled(false); }
-  ~NoGradGuard() { GradMode::set_enabled(prev_); }
-  NoGradGuard(const NoGradGuard&) = delete;
-  NoGradGuard& operator=(const NoGradGuard&) = delete;
+  explicit GradModeGuard(bool enabled) : prev_(GradMode::is_enabled()) { GradMode::set_enabled(enabled); }
+  ~GradModeGuard() { GradMode::set_enabled(prev_); }
+  GradModeGuard(const GradModeGuard&) = delete;
+  GradModeGuard& operator=(const GradModeGuard&) = delete;
 
  private:
   bool prev_;
 };
 
-class EnableGradGuard {
+class NoGradGuard : public GradModeGuard {
  public:
-  EnableGradGuard() : prev_(GradMode::is_enabled()) { GradMode::set_enabled(true); }
-  ~EnableGradGuard() { GradMode::set_enabled(prev_); }
-  EnableGradGuard(const EnableGradGuard&) = delete;
-  EnableGradGuard& operator=(const EnableGradGuard&) = delete;
+  NoGradGuard() : GradModeGuard(false) {}
+};
 
- private:
-  bool prev_;
+class EnableGradGuard : public GradModeGuard {
+ public:
+  EnableGradGuard() : GradModeGuard(true) {}
 };
 
 }  // namespace ember

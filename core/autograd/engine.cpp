@@ -176,7 +176,7 @@ TensorList run(const TensorList& roots, const TensorList& grads, bool retain_gra
   }
 
   TensorList captured(num_captures);
-  GradMode::set_enabled(create_graph);  // the callers restore it
+  GradModeGuard grad_mode(create_graph);  // the backward ops record themselves only for create_graph
 
   while (!ready.empty()) {
     Node* n = ready.top();
@@ -234,14 +234,7 @@ bool in_backward() { return current_pass != nullptr; }
 
 void backward(const TensorList& roots, const TensorList& grad_roots, bool retain_graph, bool create_graph) {
   autocast_state::SuspendGuard no_autocast;
-  bool prev = GradMode::is_enabled();
-  try {
-    run(roots, grad_roots, retain_graph || create_graph, create_graph, {}, 0);
-  } catch (...) {
-    GradMode::set_enabled(prev);
-    throw;
-  }
-  GradMode::set_enabled(prev);
+  run(roots, grad_roots, retain_graph || create_graph, create_graph, {}, 0);
 }
 
 TensorList grad(const TensorList& outputs, const TensorList& inputs, const TensorList& grad_outputs,
@@ -256,15 +249,7 @@ TensorList grad(const TensorList& outputs, const TensorList& inputs, const Tenso
     captures.push_back({e.node.get(), e.input_nr, i});
   }
   autocast_state::SuspendGuard no_autocast;
-  bool prev = GradMode::is_enabled();
-  TensorList result;
-  try {
-    result = run(outputs, grad_outputs, retain_graph || create_graph, create_graph, captures, inputs.size());
-  } catch (...) {
-    GradMode::set_enabled(prev);
-    throw;
-  }
-  GradMode::set_enabled(prev);
+  TensorList result = run(outputs, grad_outputs, retain_graph || create_graph, create_graph, captures, inputs.size());
   for (size_t i = 0; i < result.size(); ++i) {
     EMBER_CHECK(result[i].defined() || allow_unused,
                 "autograd::grad: input " << i << " (shape " << shape_str(inputs[i].shape())

@@ -164,6 +164,22 @@ TEST(AutogradEngine, GradModeGuardsNest) {
   EXPECT_TRUE((x * 2.0).requires_grad());
 }
 
+TEST(AutogradEngine, GradModeGuardSetsEitherModeAndRestoresItOnAThrow) {
+  for (bool outer : {false, true}) {
+    GradModeGuard set_outer(outer);
+    for (bool inner : {false, true}) {
+      try {
+        GradModeGuard set_inner(inner);
+        EXPECT_EQ(GradMode::is_enabled(), inner);
+        throw Error("leaves the scope");
+      } catch (const Error&) {
+      }
+      EXPECT_EQ(GradMode::is_enabled(), outer);
+    }
+  }
+  EXPECT_TRUE(GradMode::is_enabled());
+}
+
 TEST(AutogradEngine, GradModeIsThreadLocal) {
   NoGradGuard no_grad;
   bool thread_enabled = false, thread_records = false;
