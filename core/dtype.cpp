@@ -17,7 +17,7 @@ size_t dtype_size(DType t) {
     case DType::Int64: return 8;
     case DType::Bool: return 1;
   }
-  EMBER_FAIL("dtype_size: unknown dtype " << int(t));
+  EMBER_INTERNAL_ASSERT(false, "dtype_size: unknown dtype " << int(t));
 }
 
 const char* dtype_name(DType t) {

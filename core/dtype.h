@@ -64,7 +64,7 @@ template <> struct dtype_of<bool> { static constexpr DType value = DType::Bool; 
       EMBER_DISPATCH_CASE_(Int64, int64_t)                                            \
       EMBER_DISPATCH_CASE_(Bool, bool)                                                \
     }                                                                                 \
-    EMBER_FAIL(op << ": unknown dtype");                                              \
+    EMBER_INTERNAL_ASSERT(false, op << ": unknown dtype " << int(dtype));             \
   }()
 
 #define EMBER_DISPATCH_FLOAT(dtype, op, ...)                                          \

@@ -49,7 +49,7 @@ AtomicFile::~AtomicFile() {
 }
 
 void AtomicFile::write(const void* data, size_t size) {
-  EMBER_CHECK(!committed_ && fd_ >= 0, "AtomicFile::write: " << path_ << " was already committed");
+  EMBER_INTERNAL_ASSERT(!committed_ && fd_ >= 0, "AtomicFile::write: " << path_ << " was already committed");
   const char* p = static_cast<const char*>(data);
   while (size > 0) {
     const ssize_t n = ::write(fd_, p, size);
@@ -61,7 +61,7 @@ void AtomicFile::write(const void* data, size_t size) {
 }
 
 void AtomicFile::commit() {
-  EMBER_CHECK(!committed_ && fd_ >= 0, "AtomicFile::commit: " << path_ << " was already committed");
+  EMBER_INTERNAL_ASSERT(!committed_ && fd_ >= 0, "AtomicFile::commit: " << path_ << " was already committed");
   EMBER_CHECK(::fsync(fd_) == 0, "cannot write " << path_ << ": fsync of " << temp_path_ << " failed: " << reason());
   const int fd = fd_;
   fd_ = -1;

@@ -209,7 +209,7 @@ const char* safetensors_dtype_name(DType dtype) {
   for (const DTypeName& d : kDTypes) {
     if (d.dtype == dtype) return d.name;
   }
-  EMBER_FAIL("safetensors: no format name for dtype " << dtype_name(dtype));
+  EMBER_INTERNAL_ASSERT(false, "safetensors: no format name for dtype " << dtype_name(dtype));
 }
 
 void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,

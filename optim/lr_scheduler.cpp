@@ -140,7 +140,7 @@ std::pair<const OneCycleLR::Phase*, double> OneCycleLR::locate(int64_t epoch) co
     }
     start_step = phase.end_step;
   }
-  EMBER_FAIL("OneCycleLR: no phase for step " << epoch);
+  EMBER_INTERNAL_ASSERT(false, "OneCycleLR: no phase for step " << epoch);  // the last phase takes the rest
 }
 
 double OneCycleLR::anneal(double start, double end, double pct) const {

@@ -92,9 +92,9 @@ void device_to_device(void* dst, int dst_device, const void* src, int src_device
 }
 
 void cross_device_copy_cuda(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes) {
-  EMBER_CHECK(dst_device.is_cuda() || src_device.is_cuda(),
-              "cross_device_copy (CUDA): neither side is a CUDA device (" << src_device << " -> " << dst_device
-                                                                          << "); a host copy is the CPU kernel's job");
+  EMBER_INTERNAL_ASSERT(dst_device.is_cuda() || src_device.is_cuda(),
+                        "cross_device_copy (CUDA): neither side is a CUDA device ("
+                            << src_device << " -> " << dst_device << "); a host copy is the CPU kernel's job");
   if (nbytes == 0) return;
   if (dst_device.is_cuda() && src_device.is_cuda()) {
     device_to_device(dst, dst_device.index, src, src_device.index, nbytes);

@@ -81,7 +81,7 @@ Tensor backward_formula(BinaryOp op, const char* name, const Tensor& g, const Te
       Tensor pdf = exp(square(s) * -0.5) * 0.39894228040143267794;
       return g * (cdf + s * pdf);
     }
-    default: EMBER_FAIL(name << ": no composed backward formula");
+    default: EMBER_INTERNAL_ASSERT(false, name << ": no composed backward formula");
   }
 }
 
