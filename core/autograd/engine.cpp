@@ -89,35 +89,33 @@ struct ByPriority {
   bool operator()(const Node* a, const Node* b) const { return a->sequence_nr() < b->sequence_nr(); }
 };
 
-// Runs the graph from `roots`. With captures, the gradients flowing into the
-// captured (node, slot) pairs are returned and leaves are not accumulated.
-TensorList run(const TensorList& roots, const TensorList& grads, bool retain_graph, bool create_graph,
-               const std::vector<Capture>& captures, size_t num_captures) {
-  bool capturing = num_captures > 0;
-  // The inputs' gradients of a lone root given no gradient, when its node
-  // has them without a seed (Node::apply_to_unit_seed).
-  std::optional<TensorList> unit_seeded;
-  Node* unit_seeded_node = nullptr;
+// The inputs' gradients of a lone root given no gradient, when its node has
+// them without a seed (Node::apply_to_unit_seed), and that node; an empty
+// UnitSeed otherwise.
+struct UnitSeed {
+  std::optional<TensorList> grads;
+  Node* node = nullptr;
+};
+
+UnitSeed unit_seed(const TensorList& roots, const TensorList& grads, bool create_graph, bool capturing) {
+  UnitSeed seed;
   if (roots.size() == 1 && (grads.empty() || !grads[0].defined()) && !create_graph && !capturing &&
       roots[0].defined() && roots[0].numel() == 1) {
     const Edge e = gradient_edge(roots[0]);
     if (e.valid() && e.node->pre_hooks().empty()) {
-      unit_seeded = e.node->apply_to_unit_seed();
-      if (unit_seeded) unit_seeded_node = e.node.get();
+      seed.grads = e.node->apply_to_unit_seed();
+      if (seed.grads) seed.node = e.node.get();
     }
   }
-  TensorList root_grads = root_gradients(roots, grads, /*make_ones=*/!unit_seeded);
-  PassCallbacks pass;
-  PassScope scope(&pass);
+  return seed;
+}
 
-  // Dependencies: how many edges lead into each reachable node.
+// How many edges lead into each node reachable from the roots.
+std::unordered_map<Node*, int> count_dependencies(const std::vector<Edge>& root_edges) {
   std::unordered_map<Node*, int> deps;
   std::vector<Node*> stack;
   std::unordered_set<Node*> seen;
-  std::vector<Edge> root_edges;
-  for (const Tensor& r : roots) {
-    Edge e = gradient_edge(r);
-    root_edges.push_back(e);
+  for (const Edge& e : root_edges) {
     if (seen.insert(e.node.get()).second) stack.push_back(e.node.get());
   }
   while (!stack.empty()) {
@@ -129,69 +127,123 @@ TensorList run(const TensorList& roots, const TensorList& grads, bool retain_gra
       if (seen.insert(e.node.get()).second) stack.push_back(e.node.get());
     }
   }
+  return deps;
+}
 
-  // With captures, run only nodes from which a captured slot is reachable.
+// With captures, the nodes worth running: those from which a captured slot
+// is reachable.
+std::unordered_set<Node*> nodes_above_captures(const std::vector<Edge>& root_edges,
+                                               const std::vector<Capture>& captures) {
   std::unordered_set<Node*> needed;
-  if (capturing) {
-    std::unordered_set<Node*> targets;
-    for (const Capture& c : captures) targets.insert(c.node);
-    // Reverse post-order over the reachable graph, iteratively.
-    std::vector<std::pair<Node*, size_t>> dfs;
-    std::unordered_set<Node*> visited;
-    for (const Edge& e : root_edges) {
-      if (visited.insert(e.node.get()).second) dfs.push_back({e.node.get(), 0});
-      while (!dfs.empty()) {
-        auto& [n, i] = dfs.back();
-        if (i < n->next_edges().size()) {
-          Node* child = n->next_edges()[i++].node.get();
-          if (child && visited.insert(child).second) dfs.push_back({child, 0});
-          continue;
-        }
-        // A node runs only when a captured slot lies below it; a captured
-        // node itself is not run (its input gradient is all grad() needs).
-        bool need = false;
-        for (const Edge& ce : n->next_edges()) {
-          need = need || (ce.valid() && (needed.count(ce.node.get()) || targets.count(ce.node.get())));
-        }
-        if (need) needed.insert(n);
-        dfs.pop_back();
+  std::unordered_set<Node*> targets;
+  for (const Capture& c : captures) targets.insert(c.node);
+  // Reverse post-order over the reachable graph, iteratively.
+  std::vector<std::pair<Node*, size_t>> dfs;
+  std::unordered_set<Node*> visited;
+  for (const Edge& e : root_edges) {
+    if (visited.insert(e.node.get()).second) dfs.push_back({e.node.get(), 0});
+    while (!dfs.empty()) {
+      auto& [n, i] = dfs.back();
+      if (i < n->next_edges().size()) {
+        Node* child = n->next_edges()[i++].node.get();
+        if (child && visited.insert(child).second) dfs.push_back({child, 0});
+        continue;
       }
+      // A node runs only when a captured slot lies below it; a captured
+      // node itself is not run (its input gradient is all grad() needs).
+      bool need = false;
+      for (const Edge& ce : n->next_edges()) {
+        need = need || (ce.valid() && (needed.count(ce.node.get()) || targets.count(ce.node.get())));
+      }
+      if (need) needed.insert(n);
+      dfs.pop_back();
     }
   }
+  return needed;
+}
 
+// Where the walk stands: the gradients summed so far for each node's
+// outputs, how many edges into each node are still to deliver, and the
+// nodes all of whose gradients are in, largest sequence_nr first.
+struct Walk {
+  std::unordered_map<Node*, int> deps;
   std::unordered_map<Node*, TensorList> buffers;
   std::priority_queue<Node*, std::vector<Node*>, ByPriority> ready;
   std::unordered_set<Node*> queued;
-  std::vector<std::shared_ptr<Node>> keep_alive;  // roots' nodes, for the whole run
-  for (size_t i = 0; i < roots.size(); ++i) {
-    Node* n = root_edges[i].node.get();
-    keep_alive.push_back(root_edges[i].node);
+
+  // Adds g into the gradient of output `output_nr` of n.
+  void add(Node* n, uint32_t output_nr, Tensor&& g) {
     TensorList& buf = buffers[n];
     buf.resize(n->num_outputs());
-    accumulate_into(buf[root_edges[i].input_nr], std::move(root_grads[i]));
+    accumulate_into(buf[output_nr], std::move(g));
   }
-  for (const Edge& e : root_edges) {
-    Node* n = e.node.get();
+  void queue_if_ready(Node* n) {
     if (deps[n] == 0 && queued.insert(n).second) ready.push(n);
   }
-
-  TensorList captured(num_captures);
-  GradModeGuard grad_mode(create_graph);  // the backward ops record themselves only for create_graph
-
-  while (!ready.empty()) {
+  // The next node to run and its gradients, one per output.
+  std::pair<Node*, TensorList> next() {
     Node* n = ready.top();
     ready.pop();
     TensorList inputs = std::move(buffers[n]);
     buffers.erase(n);
     inputs.resize(n->num_outputs());
-    for (bool retains : {false, true}) {  // retain_grad's hooks last
-      for (auto& hook : n->pre_hooks()) {
-        Tensor& g = inputs[hook.output_nr];
-        if (hook.retains_grad != retains || !g.defined()) continue;
-        Tensor replaced = hook.fn(g);
-        if (replaced.defined()) g = replaced;
-      }
+    return {n, std::move(inputs)};
+  }
+  // Hands n's results to the nodes its edges lead to.
+  void deliver(Node* n, TensorList& outputs) {
+    const auto& edges = n->next_edges();
+    for (size_t i = 0; i < edges.size(); ++i) {
+      const Edge& e = edges[i];
+      if (!e.valid()) continue;
+      Node* next = e.node.get();
+      if (i < outputs.size() && outputs[i].defined()) add(next, e.input_nr, std::move(outputs[i]));
+      --deps[next];
+      queue_if_ready(next);
     }
+  }
+};
+
+// n's pre-hooks on the gradients of its outputs; retain_grad's hooks last.
+void run_pre_hooks(Node* n, TensorList& inputs) {
+  for (bool retains : {false, true}) {
+    for (auto& hook : n->pre_hooks()) {
+      Tensor& g = inputs[hook.output_nr];
+      if (hook.retains_grad != retains || !g.defined()) continue;
+      Tensor replaced = hook.fn(g);
+      if (replaced.defined()) g = replaced;
+    }
+  }
+}
+
+// Runs the graph from `roots`. With captures, the gradients flowing into the
+// captured (node, slot) pairs are returned and leaves are not accumulated.
+TensorList run(const TensorList& roots, const TensorList& grads, bool retain_graph, bool create_graph,
+               const std::vector<Capture>& captures, size_t num_captures) {
+  bool capturing = num_captures > 0;
+  UnitSeed unit_seeded = unit_seed(roots, grads, create_graph, capturing);
+  TensorList root_grads = root_gradients(roots, grads, /*make_ones=*/!unit_seeded.grads);
+  PassCallbacks pass;
+  PassScope scope(&pass);
+
+  std::vector<Edge> root_edges;
+  for (const Tensor& r : roots) root_edges.push_back(gradient_edge(r));
+  Walk walk;
+  walk.deps = count_dependencies(root_edges);
+  const std::unordered_set<Node*> needed = capturing ? nodes_above_captures(root_edges, captures)
+                                                     : std::unordered_set<Node*>();
+
+  std::vector<std::shared_ptr<Node>> keep_alive;  // roots' nodes, for the whole run
+  for (size_t i = 0; i < roots.size(); ++i) {
+    keep_alive.push_back(root_edges[i].node);
+    walk.add(root_edges[i].node.get(), root_edges[i].input_nr, std::move(root_grads[i]));
+  }
+  for (const Edge& e : root_edges) walk.queue_if_ready(e.node.get());
+
+  TensorList captured(num_captures);
+  GradModeGuard grad_mode(create_graph);  // the backward ops record themselves only for create_graph
+  while (!walk.ready.empty()) {
+    auto [n, inputs] = walk.next();
+    run_pre_hooks(n, inputs);
     auto* acc = dynamic_cast<AccumulateGrad*>(n);
     for (const Capture& c : captures) {
       if (c.node != n || !inputs[c.input_nr].defined()) continue;
@@ -201,21 +253,10 @@ TensorList run(const TensorList& roots, const TensorList& grads, bool retain_gra
     if (capturing && (acc != nullptr || !needed.count(n))) {
       outputs.resize(n->next_edges().size());
     } else {
-      outputs = n == unit_seeded_node ? std::move(*unit_seeded) : n->apply(std::move(inputs));
+      outputs = n == unit_seeded.node ? std::move(*unit_seeded.grads) : n->apply(std::move(inputs));
       if (!retain_graph) n->release();
     }
-    const auto& edges = n->next_edges();
-    for (size_t i = 0; i < edges.size(); ++i) {
-      const Edge& e = edges[i];
-      if (!e.valid()) continue;
-      Node* next = e.node.get();
-      if (i < outputs.size() && outputs[i].defined()) {
-        TensorList& buf = buffers[next];
-        buf.resize(next->num_outputs());
-        accumulate_into(buf[e.input_nr], std::move(outputs[i]));
-      }
-      if (--deps[next] == 0 && queued.insert(next).second) ready.push(next);
-    }
+    walk.deliver(n, outputs);
   }
   run_callbacks(pass);
   return captured;
