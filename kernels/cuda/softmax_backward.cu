@@ -32,8 +32,7 @@ __global__ void __launch_bounds__(256)
   using A = acc_t<T>;
   constexpr int kVecs = N / V;
   const int lane = threadIdx.x & 31, warps = blockDim.x >> 5;
-  for (int64_t row = int64_t(blockIdx.x) * warps + (threadIdx.x >> 5); row < rows;
-       row += int64_t(gridDim.x) * warps) {
+  for (int64_t row = int64_t(blockIdx.x) * warps + (threadIdx.x >> 5); row < rows; row += int64_t(gridDim.x) * warps) {
     const int64_t base = row * dim;
     A yv[N], gv[N];
 #pragma unroll
@@ -179,8 +178,8 @@ __global__ void __launch_bounds__(512)
 // block at k = ty, ty + by, ...
 template <typename T>
 __global__ void __launch_bounds__(256)
-    softmax_strided_backward_kernel(const T* __restrict__ y, const T* __restrict__ g, T* __restrict__ dx,
-                                    int64_t outer, int64_t dim, int64_t inner, int64_t inner_blocks, bool is_log) {
+    softmax_strided_backward_kernel(const T* __restrict__ y, const T* __restrict__ g, T* __restrict__ dx, int64_t outer,
+                                    int64_t dim, int64_t inner, int64_t inner_blocks, bool is_log) {
   using A = acc_t<T>;
   __shared__ A shared[256];
   const int by = blockDim.y;
@@ -231,27 +230,26 @@ void backward(const SoftmaxArgs& a, bool is_log) {
       });
       return;
     case SoftmaxPath::Cached:
-      launch_row_blocks(softmax_block_backward_kernel<T, true>, a.outer, row_block_threads(a.dim, V),
-                        shape.cache_bytes, stream, y, g, dx, a.outer, a.dim, is_log);
+      launch_row_blocks(softmax_block_backward_kernel<T, true>, a.outer, row_block_threads(a.dim, V), shape.cache_bytes,
+                        stream, y, g, dx, a.outer, a.dim, is_log);
       return;
     case SoftmaxPath::Online:
-      launch_row_blocks(softmax_block_backward_kernel<T, false>, a.outer, row_block_threads(a.dim, V), 0, stream, y,
-                        g, dx, a.outer, a.dim, is_log);
+      launch_row_blocks(softmax_block_backward_kernel<T, false>, a.outer, row_block_threads(a.dim, V), 0, stream, y, g,
+                        dx, a.outer, a.dim, is_log);
       return;
     case SoftmaxPath::Strided: {
       const int bx = int(std::min<int64_t>(32, pow2_ceil(a.inner))), by = 256 / bx;
       const int64_t inner_blocks = ceil_div(a.inner, bx);
-      softmax_strided_backward_kernel<T><<<grid_size(a.outer * inner_blocks), dim3{unsigned(bx), unsigned(by)}, 0,
-                                           stream>>>(y, g, dx, a.outer, a.dim, a.inner, inner_blocks, is_log);
+      softmax_strided_backward_kernel<T>
+          <<<grid_size(a.outer * inner_blocks), dim3{unsigned(bx), unsigned(by)}, 0, stream>>>(
+              y, g, dx, a.outer, a.dim, a.inner, inner_blocks, is_log);
       EMBER_CUDA_CHECK_LAUNCH();
       return;
     }
     case SoftmaxPath::Register:
-    case SoftmaxPath::Auto:
-      break;
+    case SoftmaxPath::Auto: break;
   }
-  EMBER_FAIL("softmax_backward: softmax_path_for returned " << softmax_path_name(softmax_path_for(a, shape))
-                                                            << "; this is a bug in ember, please report it");
+  EMBER_INTERNAL_ASSERT(false, "softmax_backward: softmax_path_for returned a forward-only or no path");
 }
 
 }  // namespace

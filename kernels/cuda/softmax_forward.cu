@@ -23,8 +23,7 @@ __global__ void __launch_bounds__(256)
   using A = acc_t<T>;
   constexpr int kVecs = N / V;
   const int lane = threadIdx.x & 31, warps = blockDim.x >> 5;
-  for (int64_t row = int64_t(blockIdx.x) * warps + (threadIdx.x >> 5); row < rows;
-       row += int64_t(gridDim.x) * warps) {
+  for (int64_t row = int64_t(blockIdx.x) * warps + (threadIdx.x >> 5); row < rows; row += int64_t(gridDim.x) * warps) {
     const T* xr = x + row * dim;
     T* yr = y + row * dim;
     A v[N];
@@ -381,15 +380,15 @@ void forward(const SoftmaxArgs& a, bool is_log) {
     case SoftmaxPath::Strided: {
       const int bx = int(std::min<int64_t>(32, pow2_ceil(a.inner))), by = 256 / bx;
       const int64_t inner_blocks = ceil_div(a.inner, bx);
-      softmax_strided_forward_kernel<T><<<grid_size(a.outer * inner_blocks), dim3{unsigned(bx), unsigned(by)}, 0,
-                                          stream>>>(x, y, a.outer, a.dim, a.inner, inner_blocks, is_log);
+      softmax_strided_forward_kernel<T>
+          <<<grid_size(a.outer * inner_blocks), dim3{unsigned(bx), unsigned(by)}, 0, stream>>>(
+              x, y, a.outer, a.dim, a.inner, inner_blocks, is_log);
       EMBER_CUDA_CHECK_LAUNCH();
       return;
     }
-    case SoftmaxPath::Auto:
-      break;
+    case SoftmaxPath::Auto: break;
   }
-  EMBER_FAIL("softmax: softmax_path_for returned Auto; this is a bug in ember, please report it");
+  EMBER_INTERNAL_ASSERT(false, "softmax: softmax_path_for returned Auto");
 }
 
 }  // namespace

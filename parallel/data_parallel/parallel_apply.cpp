@@ -160,7 +160,7 @@ std::vector<Value> parallel_apply(const std::vector<std::shared_ptr<nn::Module>>
   for (size_t i = 0; i < n; ++i) {
     jobs.push_back([&, i] {
       try {
-        GradMode::set_enabled(grad_enabled);
+        GradModeGuard grad_mode(grad_enabled);
         AutocastScope autocast_scope(autocast);
 #if EMBER_WITH_CUDA
         std::optional<cuda::StreamGuard> on_stream;
@@ -186,7 +186,6 @@ std::vector<Value> parallel_apply(const std::vector<std::shared_ptr<nn::Module>>
     jobs[0]();
     for (std::thread& t : spawned) t.join();
   }
-  GradMode::set_enabled(grad_enabled);
   size_t failed = 0;
   size_t first = n;
   for (size_t i = 0; i < n; ++i) {
