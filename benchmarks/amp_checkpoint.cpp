@@ -138,11 +138,12 @@ int main(int argc, char** argv) {
     c.steps = 20;
   }
 
-  std::printf("ember amp_checkpoint: %lld x (Linear %lld-%lld + GELU), batch %lld, AdamW; median of %d steps on %s; "
-              "memory: %s\n\n",
-              static_cast<long long>(c.depth), static_cast<long long>(c.width), static_cast<long long>(c.width),
-              static_cast<long long>(c.batch), c.steps, c.device.str().c_str(),
-              use_gpu ? "peak memory_allocated in a step" : "peak bytes saved for backward");
+  std::printf(
+      "ember amp_checkpoint: %lld x (Linear %lld-%lld + GELU), batch %lld, AdamW; median of %d steps on %s; "
+      "memory: %s\n\n",
+      static_cast<long long>(c.depth), static_cast<long long>(c.width), static_cast<long long>(c.width),
+      static_cast<long long>(c.batch), c.steps, c.device.str().c_str(),
+      use_gpu ? "peak memory_allocated in a step" : "peak bytes saved for backward");
   std::printf("| precision | checkpoint | ms/step | memory MiB | skipped steps |\n|---|---|---:|---:|---:|\n");
   int status = 0;
   for (bool mixed : {false, true}) {
@@ -150,8 +151,8 @@ int main(int argc, char** argv) {
       const std::string precision = mixed ? std::string("amp ") + dtype_name(c.low) : "float32";
       try {
         const Row r = measure(c, mixed, ckpt);
-        std::printf("| %s | %s | %.2f | %.1f | %.0f |\n", precision.c_str(), ckpt ? "4 segments" : "none",
-                    r.median_ms, r.memory_mib, r.skipped);
+        std::printf("| %s | %s | %.2f | %.1f | %.0f |\n", precision.c_str(), ckpt ? "4 segments" : "none", r.median_ms,
+                    r.memory_mib, r.skipped);
       } catch (const Error& e) {
         std::printf("| %s | %s | failed | | |\n", precision.c_str(), ckpt ? "4 segments" : "none");
         std::fprintf(stderr, "%s: %s\n", precision.c_str(), e.what());

@@ -168,8 +168,8 @@ Row run_data_parallel(const Options& o, const Precision& p, const std::vector<De
 }
 
 // Every rank of `group` calls it; the row is complete on rank 0.
-Row run_ddp(const Options& o, const Precision& p, const std::shared_ptr<parallel::ProcessGroup>& group,
-            Device device, double baseline) {
+Row run_ddp(const Options& o, const Precision& p, const std::shared_ptr<parallel::ProcessGroup>& group, Device device,
+            double baseline) {
   const Workload& w = o.workload;
   std::shared_ptr<nn::UnaryModule> net = w.make_model();
   net->to(device);
@@ -221,13 +221,16 @@ Options parse(int argc, char** argv, bool launched) {
                        {"single", "dp-classic", "dp-fast", "ddp"});
   const bool ddp = std::find(o.modes.begin(), o.modes.end(), "ddp") != o.modes.end();
   if (ddp && o.modes.size() > 1)
-    flags.fail("--modes: ddp runs alone, one process per device under ember-run; run the single-process modes "
-               "in another invocation");
+    flags.fail(
+        "--modes: ddp runs alone, one process per device under ember-run; run the single-process modes "
+        "in another invocation");
   if (ddp && !launched)
-    flags.fail("--modes ddp: start it under ember-run, which sets RANK and WORLD_SIZE: ember-run --standalone "
-               "--nproc-per-node N dp_vs_ddp --modes ddp ...");
+    flags.fail(
+        "--modes ddp: start it under ember-run, which sets RANK and WORLD_SIZE: ember-run --standalone "
+        "--nproc-per-node N dp_vs_ddp --modes ddp ...");
   if (!ddp && launched)
-    flags.fail("--modes " + o.modes.front() + ": the single-process modes run without a launcher (this process has "
+    flags.fail("--modes " + o.modes.front() +
+               ": the single-process modes run without a launcher (this process has "
                "RANK/WORLD_SIZE set); under ember-run use --modes ddp");
   o.precisions = flags.list("--precision", {"fp32", "amp"}, {"fp32", "amp"});
   o.device = flags.device();
@@ -271,9 +274,10 @@ std::string hardware(Device device) { return device.is_cuda() ? cuda::properties
 void print_preamble(const Options& o, const std::string& where) {
   const Workload& w = o.workload;
   const std::string shape = w.is_gpt() ? " (" + w.gpt.str() + ")" : "";
-  std::printf("ember dp_vs_ddp: %s%s, batch %lld per device, median and p95 of %d steps after %d warm-up steps, "
-              "on %s\n\n",
-              w.model.c_str(), shape.c_str(), static_cast<long long>(w.batch), o.steps, o.warmup, where.c_str());
+  std::printf(
+      "ember dp_vs_ddp: %s%s, batch %lld per device, median and p95 of %d steps after %d warm-up steps, "
+      "on %s\n\n",
+      w.model.c_str(), shape.c_str(), static_cast<long long>(w.batch), o.steps, o.warmup, where.c_str());
   bench::print_table_header(w.unit());
 }
 
@@ -318,8 +322,8 @@ int run_single_process(const Options& o) {
             mode == "dp-classic" ? parallel::ReplicationMode::Classic : parallel::ReplicationMode::Fast;
         finish_row(o, csv_context(o, devices[0], parameters), run_data_parallel(o, p, devices, replication, baseline));
       } catch (const Error& e) {
-        std::fprintf(stderr, "dp_vs_ddp: %s %s %s on %d devices failed: %s\n", o.workload.model.c_str(),
-                     mode.c_str(), p.name.c_str(), o.devices, e.what());
+        std::fprintf(stderr, "dp_vs_ddp: %s %s %s on %d devices failed: %s\n", o.workload.model.c_str(), mode.c_str(),
+                     p.name.c_str(), o.devices, e.what());
         status = 1;
       }
     }

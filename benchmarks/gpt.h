@@ -53,7 +53,7 @@ class GptBlock : public nn::UnaryModule {
   GptBlock(int64_t width, int64_t heads) : width(width), heads(heads) {
     ln1 = register_module("ln1", std::make_shared<nn::LayerNorm>(Shape{width}));
     attn = register_module("attn", std::make_shared<nn::MultiheadAttention>(width, heads, /*dropout=*/0.0,
-                                                                             /*bias=*/true, /*batch_first=*/true));
+                                                                            /*bias=*/true, /*batch_first=*/true));
     ln2 = register_module("ln2", std::make_shared<nn::LayerNorm>(Shape{width}));
     mlp = register_module("mlp", std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(width, 4 * width),
                                                                   std::make_shared<nn::GELU>(),

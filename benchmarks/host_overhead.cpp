@@ -163,8 +163,8 @@ double mlp(Device device, MlpPart part) {
   std::vector<Tensor> weights, biases;
   for (int i = 0; i < kLayers; ++i) {
     // Scaled so activations keep their magnitude through the layers.
-    weights.push_back((randn({kWidth, kWidth}, DType::Float32, device) * (1.0 / std::sqrt(kWidth)))
-                          .set_requires_grad());
+    weights.push_back(
+        (randn({kWidth, kWidth}, DType::Float32, device) * (1.0 / std::sqrt(kWidth))).set_requires_grad());
     biases.push_back(zeros({kWidth}, DType::Float32, device).set_requires_grad());
   }
   Tensor input = randn({kBatch, kWidth}, DType::Float32, device);
@@ -225,8 +225,7 @@ int main() {
       {"conv2d channels-last, bfloat16", [](Device d) { return conv(d, DType::BFloat16, false, kChannelsLast); }},
       {"conv2d channels-last + grad, float32", [](Device d) { return conv(d, DType::Float32, true, kChannelsLast); }},
       {"conv2d channels-last + grad, float16", [](Device d) { return conv(d, DType::Float16, true, kChannelsLast); }},
-      {"conv2d channels-last + grad, bfloat16",
-       [](Device d) { return conv(d, DType::BFloat16, true, kChannelsLast); }},
+      {"conv2d channels-last + grad, bfloat16", [](Device d) { return conv(d, DType::BFloat16, true, kChannelsLast); }},
       {"sgd step (16 floats, momentum)", [](Device d) { return sgd_step(d, false); }},
       {"sgd step + GradScaler", [](Device d) { return sgd_step(d, true); }},
       {"mlp fwd (issue, 10 x 256, batch 32)", [](Device d) { return mlp(d, MlpPart::Forward); }},

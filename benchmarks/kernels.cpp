@@ -102,9 +102,12 @@ int main() {
   Tensor h = a.to(DType::Float16), h2 = b.to(DType::Float16);
   add_row("add", "[256M] f16", 3.0 * n * 2, [&] { out = h + h2; });
   add_row("add broadcast row", "[32768, 8192] + [8192] f32", 2.0 * n * 4,
-          [&, row = randn({8192}, DType::Float32, dev)] { out = a.view({32768, 8192}) + row; });
-  add_row("add transposed", "[16384, 16384]^T f32", 3.0 * n * 4,
-          [&] { out = a.view({16384, 16384}).t() + b.view({16384, 16384}); });
+          [&, row = randn({8192}, DType::Float32, dev)] {
+            out = a.view({32768, 8192}) + row;
+          });
+  add_row("add transposed", "[16384, 16384]^T f32", 3.0 * n * 4, [&] {
+    out = a.view({16384, 16384}).t() + b.view({16384, 16384});
+  });
   Tensor m = randn({8192, 8192}, DType::Float32, dev);
   const double mbytes = 8192.0 * 8192 * 4;
   add_row("sum rows", "[32768, 8192] f32", double(n) * 4, [&] { out = sum(a.view({32768, 8192}), {1}); });
@@ -119,8 +122,9 @@ int main() {
   cublasHandle_t handle;
   if (cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) throw Error("cublasCreate failed");
   cublasSetStream(handle, cuda::current_stream(0).handle());
-  std::printf("\n| matmul 4096^3 | ember (ms) | cuBLAS (ms) | ember TFLOP/s | cuBLAS TFLOP/s | ember / cuBLAS |\n"
-              "|---|---:|---:|---:|---:|---:|\n");
+  std::printf(
+      "\n| matmul 4096^3 | ember (ms) | cuBLAS (ms) | ember TFLOP/s | cuBLAS TFLOP/s | ember / cuBLAS |\n"
+      "|---|---:|---:|---:|---:|---:|\n");
   const int64_t s = 4096;
   for (DType dt : {DType::Float32, DType::Float16, DType::BFloat16}) {
     Tensor x = randn({s, s}, DType::Float32, dev).to(dt), y = randn({s, s}, DType::Float32, dev).to(dt);

@@ -31,11 +31,12 @@ using namespace ember;
 namespace {
 
 // The median of 20 timings between CUDA events after 3 warm-up runs.
-double median_ms(const std::function<void()>& fn) { return bench::median(bench::time_steps(cuda_device(0), 3, 20, fn)); }
+double median_ms(const std::function<void()>& fn) {
+  return bench::median(bench::time_steps(cuda_device(0), 3, 20, fn));
+}
 
-const cuda::SoftmaxPath kPaths[] = {cuda::SoftmaxPath::Auto,   cuda::SoftmaxPath::Warp,
-                                    cuda::SoftmaxPath::Register, cuda::SoftmaxPath::Cached,
-                                    cuda::SoftmaxPath::Online, cuda::SoftmaxPath::Strided};
+const cuda::SoftmaxPath kPaths[] = {cuda::SoftmaxPath::Auto,   cuda::SoftmaxPath::Warp,   cuda::SoftmaxPath::Register,
+                                    cuda::SoftmaxPath::Cached, cuda::SoftmaxPath::Online, cuda::SoftmaxPath::Strided};
 
 // The GB/s of one path on one direction, or a negative number when the path
 // cannot take the shape.
@@ -69,17 +70,18 @@ int main() {
     }
   });
   const double copy_gbps = 2.0 * double(total) * 4 / (copy_ms * 1e-3) / 1e9;
-  std::printf("device: %s; device-to-device copy %.0f GB/s (the ceiling)\n\nGB/s of each forced path "
-              "(%% of copy); - where the path cannot take the shape\n\n| dtype | [rows, dim] | direction |",
-              p.name.c_str(), copy_gbps);
+  std::printf(
+      "device: %s; device-to-device copy %.0f GB/s (the ceiling)\n\nGB/s of each forced path "
+      "(%% of copy); - where the path cannot take the shape\n\n| dtype | [rows, dim] | direction |",
+      p.name.c_str(), copy_gbps);
   for (cuda::SoftmaxPath path : kPaths) std::printf(" %s |", cuda::softmax_path_name(path));
   std::printf("\n|---|---|---|");
   for (size_t i = 0; i < std::size(kPaths); ++i) std::printf("---:|");
   std::printf("\n");
 
   for (DType dtype : {DType::Float32, DType::BFloat16}) {
-    for (int64_t dim : {int64_t(64), int64_t(768), int64_t(1024), int64_t(4096), int64_t(8192), int64_t(32768),
-                        int64_t(262144)}) {
+    for (int64_t dim :
+         {int64_t(64), int64_t(768), int64_t(1024), int64_t(4096), int64_t(8192), int64_t(32768), int64_t(262144)}) {
       const int64_t rows = total / dim;
       Tensor x = randn({rows, dim}, DType::Float32, dev).to(dtype);
       Tensor y = softmax(x, 1), g = randn({rows, dim}, DType::Float32, dev).to(dtype);

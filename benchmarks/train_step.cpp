@@ -194,8 +194,8 @@ void for_each_row(const std::vector<Case>& cases, const std::vector<std::string>
   }
 }
 
-std::unique_ptr<Prepared> prepare(const Case& c, const std::string& precision, const std::string& layout,
-                                  bool graphed, Device device, int warmup) {
+std::unique_ptr<Prepared> prepare(const Case& c, const std::string& precision, const std::string& layout, bool graphed,
+                                  Device device, int warmup) {
   manual_seed(0);
   auto p = std::make_unique<Prepared>();
   p->model = make_model(c);
@@ -255,14 +255,13 @@ Timing time_case(const Case& c, const std::string& precision, const std::string&
 // AMP against fp32 in alternating rounds of `steps` steps each, so that a
 // host whose speed drifts from one minute to the next moves both alike.
 struct Interleaved {
-  double fp32_ms = 0, amp_ms = 0;                 // medians over every round's steps
+  double fp32_ms = 0, amp_ms = 0;                  // medians over every round's steps
   double ratio = 0, ratio_min = 0, ratio_max = 0;  // amp / fp32, per round: median and range
   int64_t device_allocs = -1;
 };
 
 Interleaved interleave(const Case& c, const std::string& precision, const std::string& layout,
-                       const std::string& fp32_layout, bool graphed, Device device, int warmup, int steps,
-                       int rounds) {
+                       const std::string& fp32_layout, bool graphed, Device device, int warmup, int steps, int rounds) {
   const std::unique_ptr<Prepared> base = prepare(c, "fp32", fp32_layout, graphed, device, warmup);
   const std::unique_ptr<Prepared> amp = prepare(c, precision, layout, graphed, device, warmup);
   // Untimed rounds in both orders first, so the allocator's cache holds
@@ -355,19 +354,21 @@ int print_host_phases(const std::vector<Case>& cases, const std::vector<std::str
                       const std::vector<std::string>& models, const std::vector<std::string>& batches,
                       const std::vector<std::string>& layouts, Device device, int warmup, int steps,
                       const std::string& where) {
-  std::printf("ember train_step --host-phases: each phase of an eager step, host us / device us (the device's span "
-              "between events recorded at the phase's ends), median of %d steps (after %d warm-up steps), each "
-              "issued onto an idle device, on %s\n\n",
-              steps, warmup, where.c_str());
-  std::printf("| model | optimizer | precision | layout | batch | forward + loss | zero_grad | backward | "
-              "optimizer step | whole step |\n");
+  std::printf(
+      "ember train_step --host-phases: each phase of an eager step, host us / device us (the device's span "
+      "between events recorded at the phase's ends), median of %d steps (after %d warm-up steps), each "
+      "issued onto an idle device, on %s\n\n",
+      steps, warmup, where.c_str());
+  std::printf(
+      "| model | optimizer | precision | layout | batch | forward + loss | zero_grad | backward | "
+      "optimizer step | whole step |\n");
   std::printf("|---|---|---|---|---:|---:|---:|---:|---:|---:|\n");
   int status = 0;
   for_each_row(cases, models, batches, precisions, layouts,
                [&](const Case& c, const std::string& precision, const std::string& layout) {
                  const auto batch = static_cast<long long>(c.batch);
-                 const std::string lead =
-                     format("| %s | %s | %s | %s | %lld", c.model, c.optimizer, precision.c_str(), layout.c_str(), batch);
+                 const std::string lead = format("| %s | %s | %s | %s | %lld", c.model, c.optimizer, precision.c_str(),
+                                                 layout.c_str(), batch);
                  const std::string what = format("%s %s batch %lld", c.model, precision.c_str(), batch);
                  const bool ok = print_row(lead, 4, what, [&] {
                    const HostPhases h = host_phases(c, precision, layout, device, warmup, steps);
@@ -388,26 +389,29 @@ int print_interleaved(const std::vector<Case>& cases, const std::vector<std::str
                       const std::vector<std::string>& batches, const std::vector<std::string>& layouts,
                       const std::string& fp32_layout, Device device, int warmup, int steps, int rounds,
                       const std::string& where) {
-  std::printf("ember train_step --interleave: AMP against fp32 in %d alternating rounds of %d steps each "
-              "(after %d warm-up steps each), on %s\n\n",
-              rounds, steps, warmup, where.c_str());
-  std::printf("| model | optimizer | precision | layout (fp32's) | mode | batch | fp32 ms/step | AMP ms/step | AMP / "
-              "fp32, median of rounds | min | max | cudaMalloc calls |\n");
+  std::printf(
+      "ember train_step --interleave: AMP against fp32 in %d alternating rounds of %d steps each "
+      "(after %d warm-up steps each), on %s\n\n",
+      rounds, steps, warmup, where.c_str());
+  std::printf(
+      "| model | optimizer | precision | layout (fp32's) | mode | batch | fp32 ms/step | AMP ms/step | AMP / "
+      "fp32, median of rounds | min | max | cudaMalloc calls |\n");
   std::printf("|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
   int status = 0;
   for_each_row(cases, models, batches, precisions, layouts,
                [&](const Case& c, const std::string& precision, const std::string& layout) {
                  if (precision == "fp32") return;
-                 const std::string base_layout =
-                     fp32_layout.empty() ? layout : channels_last(c, fp32_layout) ? fp32_layout : "nchw";
+                 const std::string base_layout = fp32_layout.empty()             ? layout
+                                                 : channels_last(c, fp32_layout) ? fp32_layout
+                                                                                 : "nchw";
                  const std::string layouts_str = layout + " (" + base_layout + ")";
                  for (const std::string& mode : modes) {
                    const auto batch = static_cast<long long>(c.batch);
                    const std::string lead = format("| %s | %s | %s | %s | %s | %lld", c.model, c.optimizer,
                                                    precision.c_str(), layouts_str.c_str(), mode.c_str(), batch);
                    const bool ok = print_row(lead, 5, row_name(c, precision, mode), [&] {
-                     const Interleaved t = interleave(c, precision, layout, base_layout, mode == "graph", device,
-                                                      warmup, steps, rounds);
+                     const Interleaved t =
+                         interleave(c, precision, layout, base_layout, mode == "graph", device, warmup, steps, rounds);
                      return Cells{format(" | %.3f | %.3f | %.3f | %.3f | %.3f | %s", t.fp32_ms, t.amp_ms, t.ratio,
                                          t.ratio_min, t.ratio_max, allocs_cell(t.device_allocs).c_str()),
                                   t.device_allocs <= 0};
@@ -431,14 +435,15 @@ int main(int argc, char** argv) {
   const int warmup = use_gpu ? 10 : 2;
   const int steps = int(flags.count("--steps", use_gpu ? 100 : 10, 100000));
   const std::vector<std::string> precisions =
-      flags.list("--precision", use_gpu ? std::vector<std::string>{"fp32", "amp-fp16", "amp-bf16"}
-                                        : std::vector<std::string>{"fp32"},
+      flags.list("--precision",
+                 use_gpu ? std::vector<std::string>{"fp32", "amp-fp16", "amp-bf16"} : std::vector<std::string>{"fp32"},
                  {"fp32", "amp-fp16", "amp-bf16"});
   const std::vector<std::string> modes =
       flags.list("--mode", use_gpu ? std::vector<std::string>{"eager", "graph"} : std::vector<std::string>{"eager"},
                  {"eager", "graph"});
   const std::vector<std::string> models = flags.list("--model", {"mlp", "cnn"}, {"mlp", "cnn"});
-  const std::vector<std::string> batches = flags.list("--batch", {"64", "256", "1024", "4096"}, {"64", "256", "1024", "4096"});
+  const std::vector<std::string> batches =
+      flags.list("--batch", {"64", "256", "1024", "4096"}, {"64", "256", "1024", "4096"});
   const std::vector<std::string> layouts = flags.list("--layout", {"nchw"}, {"nchw", "channels-last"});
   const std::vector<std::string> fp32_layouts = flags.list("--fp32-layout", {}, {"nchw", "channels-last"});
   EMBER_CHECK(fp32_layouts.size() <= 1, "train_step: --fp32-layout takes one layout");
@@ -454,15 +459,15 @@ int main(int argc, char** argv) {
   if (use_gpu) where = "cuda:0, " + cuda::properties(0).name + " (CUDA events)";
 #endif
   const std::vector<Case> cases = {
-      {"mlp", "sgd", 64}, {"mlp", "sgd", 256}, {"mlp", "sgd", 4096}, {"cnn", "adam", 64}, {"cnn", "adam", 256}, {"cnn", "adam", 1024},
+      {"mlp", "sgd", 64},  {"mlp", "sgd", 256},  {"mlp", "sgd", 4096},
+      {"cnn", "adam", 64}, {"cnn", "adam", 256}, {"cnn", "adam", 1024},
   };
   if (phases) return print_host_phases(cases, precisions, models, batches, layouts, device, warmup, steps, where);
   if (rounds > 0) {
     return print_interleaved(cases, precisions, modes, models, batches, layouts, fp32_layout, device, warmup, steps,
                              rounds, where);
   }
-  std::printf("ember train_step: median of %d steps after %d warm-up steps, on %s\n\n", steps, warmup,
-              where.c_str());
+  std::printf("ember train_step: median of %d steps after %d warm-up steps, on %s\n\n", steps, warmup, where.c_str());
   std::printf("| model | optimizer | precision | layout | mode | batch | ms/step | samples/s | cudaMalloc calls |\n");
   std::printf("|---|---|---|---|---|---:|---:|---:|---:|\n");
   int status = 0;

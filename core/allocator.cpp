@@ -22,7 +22,8 @@ Allocator*& slot(DeviceType type) {
 Allocator& allocator_for(DeviceType type) {
   if (type == DeviceType::CPU) return cpu_allocator();
   Allocator* a = slot(type);
-  EMBER_CHECK(a != nullptr, "no allocator for device type " << Device(type, 0).str()
+  EMBER_CHECK(a != nullptr, "no allocator for device type "
+                                << Device(type, 0).str()
                                 << ": this ember was built without CUDA (EMBER_WITH_CUDA=OFF)");
   return *a;
 }

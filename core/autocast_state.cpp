@@ -31,7 +31,7 @@ struct CacheEntry {
   int64_t offset = 0;
   Shape sizes, strides;
   uint32_t version = 0;
-  uint64_t epoch = 0;              // kept casts: kept_epoch when made
+  uint64_t epoch = 0;  // kept casts: kept_epoch when made
   Tensor cast;
 };
 

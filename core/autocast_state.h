@@ -65,7 +65,7 @@
 namespace ember::autocast_state {
 
 struct State {
-  std::array<bool, kNumDeviceTypes> enabled{};                             // by DeviceType
+  std::array<bool, kNumDeviceTypes> enabled{};                                // by DeviceType
   std::array<DType, kNumDeviceTypes> dtype{DType::BFloat16, DType::Float16};  // by DeviceType
   bool cache_enabled = true;
 };

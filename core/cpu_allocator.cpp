@@ -39,8 +39,8 @@ size_t cache_limit_bytes() {
   if (env == nullptr || *env == '\0') return size_t(1024) << 20;
   char* end = nullptr;
   const unsigned long long mb = std::strtoull(env, &end, 10);
-  EMBER_CHECK(*end == '\0', "EMBER_CPU_CACHE_MB: expected a number of mebibytes (0 turns the CPU cache off), got '"
-                                << env << "'");
+  EMBER_CHECK(*end == '\0',
+              "EMBER_CPU_CACHE_MB: expected a number of mebibytes (0 turns the CPU cache off), got '" << env << "'");
   return size_t(mb) << 20;
 #endif
 }
@@ -48,7 +48,7 @@ size_t cache_limit_bytes() {
 // Leaked on purpose: tensors freed during static destruction still find it.
 struct LargeBlockCache {
   std::mutex mutex;
-  std::unordered_map<void*, size_t> live;                // handed-out large block -> its class
+  std::unordered_map<void*, size_t> live;               // handed-out large block -> its class
   std::unordered_map<size_t, std::vector<void*>> free;  // class -> cached blocks
   size_t cached = 0;
   const size_t limit = cache_limit_bytes();

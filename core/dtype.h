@@ -34,14 +34,36 @@ DType promote_types(DType a, DType b);
 inline constexpr DType kDefaultFloat = DType::Float32;
 
 // C++ element type <-> DType.
-template <typename T> struct dtype_of;
-template <> struct dtype_of<float> { static constexpr DType value = DType::Float32; };
-template <> struct dtype_of<double> { static constexpr DType value = DType::Float64; };
-template <> struct dtype_of<Half> { static constexpr DType value = DType::Float16; };
-template <> struct dtype_of<BFloat16> { static constexpr DType value = DType::BFloat16; };
-template <> struct dtype_of<int32_t> { static constexpr DType value = DType::Int32; };
-template <> struct dtype_of<int64_t> { static constexpr DType value = DType::Int64; };
-template <> struct dtype_of<bool> { static constexpr DType value = DType::Bool; };
+template <typename T>
+struct dtype_of;
+template <>
+struct dtype_of<float> {
+  static constexpr DType value = DType::Float32;
+};
+template <>
+struct dtype_of<double> {
+  static constexpr DType value = DType::Float64;
+};
+template <>
+struct dtype_of<Half> {
+  static constexpr DType value = DType::Float16;
+};
+template <>
+struct dtype_of<BFloat16> {
+  static constexpr DType value = DType::BFloat16;
+};
+template <>
+struct dtype_of<int32_t> {
+  static constexpr DType value = DType::Int32;
+};
+template <>
+struct dtype_of<int64_t> {
+  static constexpr DType value = DType::Int64;
+};
+template <>
+struct dtype_of<bool> {
+  static constexpr DType value = DType::Bool;
+};
 
 }  // namespace ember
 
@@ -52,34 +74,33 @@ template <> struct dtype_of<bool> { static constexpr DType value = DType::Bool; 
   case ::ember::DType::D:          \
     return ember_dispatch_fn_.template operator()<T>();
 
-#define EMBER_DISPATCH_DTYPE(dtype, op, ...)                                          \
-  [&]() {                                                                             \
-    auto&& ember_dispatch_fn_ = __VA_ARGS__;                                          \
-    switch (dtype) {                                                                  \
-      EMBER_DISPATCH_CASE_(Float32, float)                                            \
-      EMBER_DISPATCH_CASE_(Float64, double)                                           \
-      EMBER_DISPATCH_CASE_(Float16, ::ember::Half)                                    \
-      EMBER_DISPATCH_CASE_(BFloat16, ::ember::BFloat16)                               \
-      EMBER_DISPATCH_CASE_(Int32, int32_t)                                            \
-      EMBER_DISPATCH_CASE_(Int64, int64_t)                                            \
-      EMBER_DISPATCH_CASE_(Bool, bool)                                                \
-    }                                                                                 \
-    EMBER_INTERNAL_ASSERT(false, op << ": unknown dtype " << int(dtype));             \
+#define EMBER_DISPATCH_DTYPE(dtype, op, ...)                              \
+  [&]() {                                                                 \
+    auto&& ember_dispatch_fn_ = __VA_ARGS__;                              \
+    switch (dtype) {                                                      \
+      EMBER_DISPATCH_CASE_(Float32, float)                                \
+      EMBER_DISPATCH_CASE_(Float64, double)                               \
+      EMBER_DISPATCH_CASE_(Float16, ::ember::Half)                        \
+      EMBER_DISPATCH_CASE_(BFloat16, ::ember::BFloat16)                   \
+      EMBER_DISPATCH_CASE_(Int32, int32_t)                                \
+      EMBER_DISPATCH_CASE_(Int64, int64_t)                                \
+      EMBER_DISPATCH_CASE_(Bool, bool)                                    \
+    }                                                                     \
+    EMBER_INTERNAL_ASSERT(false, op << ": unknown dtype " << int(dtype)); \
   }()
 
-#define EMBER_DISPATCH_FLOAT(dtype, op, ...)                                          \
-  [&]() {                                                                             \
-    auto&& ember_dispatch_fn_ = __VA_ARGS__;                                          \
-    switch (dtype) {                                                                  \
-      EMBER_DISPATCH_CASE_(Float32, float)                                            \
-      EMBER_DISPATCH_CASE_(Float64, double)                                           \
-      EMBER_DISPATCH_CASE_(Float16, ::ember::Half)                                    \
-      EMBER_DISPATCH_CASE_(BFloat16, ::ember::BFloat16)                               \
-      default:                                                                        \
-        break;                                                                        \
-    }                                                                                 \
-    EMBER_FAIL(op << ": expected a floating dtype (float32, float64, float16, "       \
-                  << "bfloat16) but got " << ::ember::dtype_name(dtype));             \
+#define EMBER_DISPATCH_FLOAT(dtype, op, ...)                                    \
+  [&]() {                                                                       \
+    auto&& ember_dispatch_fn_ = __VA_ARGS__;                                    \
+    switch (dtype) {                                                            \
+      EMBER_DISPATCH_CASE_(Float32, float)                                      \
+      EMBER_DISPATCH_CASE_(Float64, double)                                     \
+      EMBER_DISPATCH_CASE_(Float16, ::ember::Half)                              \
+      EMBER_DISPATCH_CASE_(BFloat16, ::ember::BFloat16)                         \
+      default: break;                                                           \
+    }                                                                           \
+    EMBER_FAIL(op << ": expected a floating dtype (float32, float64, float16, " \
+                  << "bfloat16) but got " << ::ember::dtype_name(dtype));       \
   }()
 
 namespace ember {

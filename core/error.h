@@ -33,21 +33,20 @@ namespace detail {
 [[noreturn]] void throw_error(const std::string& message, const char* file, int line);
 // The ember::Error of a failed EMBER_INTERNAL_ASSERT: the condition's text,
 // the location, the (possibly empty) detail and the request to report it.
-[[noreturn]] void throw_internal_error(const char* condition, const std::string& detail, const char* file,
-                                       int line);
+[[noreturn]] void throw_internal_error(const char* condition, const std::string& detail, const char* file, int line);
 }  // namespace detail
 
 }  // namespace ember
 
 // EMBER_CHECK(cond, "op: " << a << " vs " << b): throws ember::Error with the
 // streamed message (and the source location) when cond is false.
-#define EMBER_CHECK(cond, ...)                                         \
-  do {                                                                 \
-    if (!(cond)) [[unlikely]] {                                        \
-      std::ostringstream ember_check_stream_;                          \
-      ember_check_stream_ << __VA_ARGS__;                              \
+#define EMBER_CHECK(cond, ...)                                                     \
+  do {                                                                             \
+    if (!(cond)) [[unlikely]] {                                                    \
+      std::ostringstream ember_check_stream_;                                      \
+      ember_check_stream_ << __VA_ARGS__;                                          \
       ::ember::detail::throw_error(ember_check_stream_.str(), __FILE__, __LINE__); \
-    }                                                                  \
+    }                                                                              \
   } while (0)
 
 #define EMBER_FAIL(...) EMBER_CHECK(false, __VA_ARGS__)

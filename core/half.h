@@ -43,7 +43,11 @@ struct Half {
   Half() = default;
   EMBER_HOST_DEVICE Half(float f) : bits(from_float(f)) {}
   EMBER_HOST_DEVICE operator float() const { return to_float(bits); }
-  EMBER_HOST_DEVICE static Half from_bits(uint16_t b) { Half h; h.bits = b; return h; }
+  EMBER_HOST_DEVICE static Half from_bits(uint16_t b) {
+    Half h;
+    h.bits = b;
+    return h;
+  }
 
   EMBER_HOST_DEVICE static uint16_t from_float(float f) {
     uint32_t x = detail::float_bits(f);
@@ -51,7 +55,7 @@ struct Half {
     uint32_t abs = x & 0x7fffffffu;
     if (abs >= 0x7f800000u) return uint16_t(sign | (abs > 0x7f800000u ? 0x7e00u : 0x7c00u));
     if (abs >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // rounds to >= 65520: inf
-    if (abs < 0x38800000u) {                                   // subnormal or zero in half
+    if (abs < 0x38800000u) {                                  // subnormal or zero in half
       // Shift the float (with its implicit bit) down into half's subnormal range.
       uint32_t exp = abs >> 23;
       if (exp < 102) return uint16_t(sign);  // below half the smallest subnormal
@@ -86,7 +90,11 @@ struct BFloat16 {
   BFloat16() = default;
   EMBER_HOST_DEVICE BFloat16(float f) : bits(from_float(f)) {}
   EMBER_HOST_DEVICE operator float() const { return detail::bits_float(uint32_t(bits) << 16); }
-  EMBER_HOST_DEVICE static BFloat16 from_bits(uint16_t b) { BFloat16 h; h.bits = b; return h; }
+  EMBER_HOST_DEVICE static BFloat16 from_bits(uint16_t b) {
+    BFloat16 h;
+    h.bits = b;
+    return h;
+  }
 
   EMBER_HOST_DEVICE static uint16_t from_float(float f) {
     uint32_t x = detail::float_bits(f);

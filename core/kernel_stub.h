@@ -17,7 +17,8 @@ class KernelStub {
   explicit constexpr KernelStub(const char* name) : name_(name) {}
   Fn* operator()(DeviceType type) const {
     Fn* fn = table_[int(type)];
-    if (fn == nullptr) [[unlikely]] missing(type);
+    if (fn == nullptr) [[unlikely]]
+      missing(type);
     return fn;
   }
   bool has(DeviceType type) const { return table_[int(type)] != nullptr; }

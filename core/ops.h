@@ -54,7 +54,9 @@ Tensor randperm(int64_t n, Device device = kCPU, Generator* gen = nullptr);
 template <typename T>
 Tensor from_vector(const std::vector<T>& values, const Shape& shape, Device device = kCPU);
 template <typename T>
-Tensor from_vector(const std::vector<T>& values) { return from_vector(values, {int64_t(values.size())}); }
+Tensor from_vector(const std::vector<T>& values) {
+  return from_vector(values, {int64_t(values.size())});
+}
 // Wraps memory the caller owns and keeps alive; no copy. Contiguous unless
 // strides are given.
 Tensor from_blob(void* data, const Shape& shape, DType dtype, Device device = kCPU, const Shape& strides = {});
@@ -217,8 +219,8 @@ Tensor adaptive_avg_pool2d(const Tensor& input, Int2 output_size);
 // num_batches_tracked, when defined (a () int64 tensor on the input's
 // device), is incremented in place in training by the normalizing kernels
 // (nn::BatchNorm's counter, with no launch of its own); ignored in eval.
-Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
-                  const Tensor& weight, const Tensor& bias, bool training, double momentum = 0.1, double eps = 1e-5,
+Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                  const Tensor& bias, bool training, double momentum = 0.1, double eps = 1e-5,
                   const Tensor& num_batches_tracked = Tensor());
 
 // ---------------- linear algebra ----------------

@@ -19,8 +19,7 @@ class Storage {
   Storage(size_t nbytes, Device device)
       : data_(allocator_for(device.type).allocate(nbytes, device)), nbytes_(nbytes), device_(device) {}
   // Wraps memory ember does not own (from_blob); the deleter may be a no-op.
-  Storage(DataPtr data, size_t nbytes, Device device)
-      : data_(std::move(data)), nbytes_(nbytes), device_(device) {}
+  Storage(DataPtr data, size_t nbytes, Device device) : data_(std::move(data)), nbytes_(nbytes), device_(device) {}
 
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;

@@ -15,8 +15,8 @@
 
 namespace ember {
 
-using autograd::record;
 using autograd::needs_grad;
+using autograd::record;
 
 std::string shape_str(const Shape& s) {
   std::string out = "[";
@@ -40,8 +40,7 @@ int64_t shape_numel(const Shape& s) {
 }
 
 Tensor make_view(const Tensor& base, Shape sizes, Shape strides, int64_t offset) {
-  auto impl = std::make_shared<TensorImpl>(base.storage(), std::move(sizes), std::move(strides), offset,
-                                           base.dtype());
+  auto impl = std::make_shared<TensorImpl>(base.storage(), std::move(sizes), std::move(strides), offset, base.dtype());
   impl->is_view = true;
   return Tensor(std::move(impl));
 }
@@ -60,8 +59,9 @@ Shape infer_shape(const char* op, const Shape& shape, int64_t numel, const Shape
     }
   }
   if (infer >= 0) {
-    EMBER_CHECK(known != 0 && numel % known == 0, op << ": shape " << shape_str(shape) << " is invalid for input of shape "
-                                                     << shape_str(from) << " (" << numel << " elements)");
+    EMBER_CHECK(known != 0 && numel % known == 0, op << ": shape " << shape_str(shape)
+                                                     << " is invalid for input of shape " << shape_str(from) << " ("
+                                                     << numel << " elements)");
     out[infer] = numel / known;
   }
   EMBER_CHECK(shape_numel(out) == numel, op << ": shape " << shape_str(shape) << " is invalid for input of shape "
@@ -110,9 +110,8 @@ Tensor slice_backward(const Tensor& g, const Shape& in_shape, int64_t d, int64_t
     gi.slice(d, start, end, step).copy_(g);
   }
   if (needs_grad(g)) {
-    record("SliceBackwardBackward", {&gi}, {g}, [d, start, end, step](const TensorList& gg) {
-      return TensorList{gg[0].slice(d, start, end, step)};
-    });
+    record("SliceBackwardBackward", {&gi}, {g},
+           [d, start, end, step](const TensorList& gg) { return TensorList{gg[0].slice(d, start, end, step)}; });
   }
   return gi;
 }
@@ -166,9 +165,7 @@ bool Tensor::is_contiguous() const {
   return true;
 }
 
-bool Tensor::is_contiguous(MemoryFormat format) const {
-  return strides_follow(impl_->sizes, impl_->strides, format);
-}
+bool Tensor::is_contiguous(MemoryFormat format) const { return strides_follow(impl_->sizes, impl_->strides, format); }
 
 bool Tensor::is_non_overlapping_and_dense() const { return non_overlapping_and_dense(impl_->sizes, impl_->strides); }
 
@@ -185,21 +182,22 @@ void* Tensor::data_ptr() const {
 // ---------------- views ----------------
 
 Tensor Tensor::as_strided(const Shape& sizes, const Shape& strides, int64_t offset) const {
-  EMBER_CHECK(sizes.size() == strides.size(), "as_strided: sizes " << shape_str(sizes) << " and strides "
-                                                                   << shape_str(strides) << " differ in length");
-  EMBER_CHECK(!needs_grad(*this), "as_strided: not differentiable in ember; use view, narrow, permute or expand, "
-                                  "which are");
+  EMBER_CHECK(sizes.size() == strides.size(),
+              "as_strided: sizes " << shape_str(sizes) << " and strides " << shape_str(strides) << " differ in length");
+  EMBER_CHECK(!needs_grad(*this),
+              "as_strided: not differentiable in ember; use view, narrow, permute or expand, "
+              "which are");
   EMBER_CHECK(offset >= 0, "as_strided: negative storage offset " << offset << " for sizes " << shape_str(sizes));
   int64_t max_index = offset;
   for (size_t i = 0; i < sizes.size(); ++i) {
-    EMBER_CHECK(sizes[i] >= 0 && strides[i] >= 0, "as_strided: negative size or stride in " << shape_str(sizes)
-                                                                                             << " / " << shape_str(strides));
+    EMBER_CHECK(sizes[i] >= 0 && strides[i] >= 0,
+                "as_strided: negative size or stride in " << shape_str(sizes) << " / " << shape_str(strides));
     if (sizes[i] == 0) max_index = -1;
     if (max_index >= 0) max_index += (sizes[i] - 1) * strides[i];
   }
   EMBER_CHECK(max_index < 0 || size_t(max_index + 1) * element_size() <= storage()->nbytes(),
-              "as_strided: sizes " << shape_str(sizes) << ", strides " << shape_str(strides) << " and offset "
-                                   << offset << " reach past the storage of " << storage()->nbytes() << " bytes");
+              "as_strided: sizes " << shape_str(sizes) << ", strides " << shape_str(strides) << " and offset " << offset
+                                   << " reach past the storage of " << storage()->nbytes() << " bytes");
   return make_view(*this, sizes, strides, offset);
 }
 
@@ -213,7 +211,8 @@ Tensor Tensor::view(const Shape& shape) const {
   Tensor out = make_view(*this, new_sizes, *st, storage_offset());
   if (needs_grad(*this)) {
     Shape in_shape = sizes();
-    record("ViewBackward", {&out}, {*this}, [in_shape](const TensorList& g) { return TensorList{g[0].reshape(in_shape)}; });
+    record("ViewBackward", {&out}, {*this},
+           [in_shape](const TensorList& g) { return TensorList{g[0].reshape(in_shape)}; });
   }
   return out;
 }
@@ -234,7 +233,8 @@ Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
   std::swap(st[d0], st[d1]);
   Tensor out = make_view(*this, sz, st, storage_offset());
   if (needs_grad(*this)) {
-    record("TransposeBackward", {&out}, {*this}, [d0, d1](const TensorList& g) { return TensorList{g[0].transpose(d0, d1)}; });
+    record("TransposeBackward", {&out}, {*this},
+           [d0, d1](const TensorList& g) { return TensorList{g[0].transpose(d0, d1)}; });
   }
   return out;
 }
@@ -246,7 +246,8 @@ Tensor Tensor::t() const {
 
 Tensor Tensor::permute(const Shape& dims) const {
   int64_t n = dim();
-  EMBER_CHECK(int64_t(dims.size()) == n, "permute: number of dims " << shape_str(dims) << " does not match tensor of shape "
+  EMBER_CHECK(int64_t(dims.size()) == n, "permute: number of dims " << shape_str(dims)
+                                                                    << " does not match tensor of shape "
                                                                     << shape_str(sizes()));
   Shape sz(n), st(n), inverse(n);
   std::vector<bool> seen(n, false);
@@ -260,7 +261,8 @@ Tensor Tensor::permute(const Shape& dims) const {
   }
   Tensor out = make_view(*this, sz, st, storage_offset());
   if (needs_grad(*this)) {
-    record("PermuteBackward", {&out}, {*this}, [inverse](const TensorList& g) { return TensorList{g[0].permute(inverse)}; });
+    record("PermuteBackward", {&out}, {*this},
+           [inverse](const TensorList& g) { return TensorList{g[0].permute(inverse)}; });
   }
   return out;
 }
@@ -303,7 +305,8 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
   d = wrap_dim("select", d, dim(), sizes());
   int64_t n = sizes()[d];
   EMBER_CHECK(index >= -n && index < n, "select: index " << index << " is out of bounds for dimension " << d
-                                                         << " with size " << n << " (shape " << shape_str(sizes()) << ")");
+                                                         << " with size " << n << " (shape " << shape_str(sizes())
+                                                         << ")");
   if (index < 0) index += n;
   return narrow(d, index, 1).squeeze(d);
 }
@@ -317,8 +320,8 @@ Tensor Tensor::expand(const Shape& shape) const {
     int64_t j = i - (n - dim());
     int64_t have = j >= 0 ? sizes()[j] : 1;
     int64_t want = shape[i] == -1 ? have : shape[i];
-    EMBER_CHECK(j >= 0 || shape[i] != -1, "expand: -1 is not allowed for the new leading dim " << i << " in "
-                                                                                               << shape_str(shape));
+    EMBER_CHECK(j >= 0 || shape[i] != -1,
+                "expand: -1 is not allowed for the new leading dim " << i << " in " << shape_str(shape));
     EMBER_CHECK(want >= 0, "expand: invalid size " << want << " at dim " << i << " of the target " << shape_str(shape)
                                                    << " (sizes are >= 0, or -1 to keep the tensor's size); tensor "
                                                    << shape_str(sizes()));
@@ -332,14 +335,16 @@ Tensor Tensor::expand(const Shape& shape) const {
   Tensor out = make_view(*this, sz, st, storage_offset());
   if (needs_grad(*this)) {
     Shape in_shape = sizes();
-    record("ExpandBackward", {&out}, {*this}, [in_shape](const TensorList& g) { return TensorList{sum_to(g[0], in_shape)}; });
+    record("ExpandBackward", {&out}, {*this},
+           [in_shape](const TensorList& g) { return TensorList{sum_to(g[0], in_shape)}; });
   }
   return out;
 }
 
 Tensor Tensor::squeeze() const {
   Shape sz;
-  for (int64_t s : sizes()) if (s != 1) sz.push_back(s);
+  for (int64_t s : sizes())
+    if (s != 1) sz.push_back(s);
   return sz.size() == sizes().size() ? *this : reshape(sz);
 }
 
@@ -443,7 +448,8 @@ Tensor Tensor::to(Device dev, DType dt) const {
   if (needs_grad(*this) && is_floating(dt)) {
     DType in_dt = dtype();
     Device in_dev = device();
-    record("ToCopyBackward", {&out}, {*this}, [in_dt, in_dev](const TensorList& g) { return TensorList{g[0].to(in_dev, in_dt)}; });
+    record("ToCopyBackward", {&out}, {*this},
+           [in_dt, in_dev](const TensorList& g) { return TensorList{g[0].to(in_dev, in_dt)}; });
   }
   return out;
 }
@@ -456,7 +462,8 @@ Scalar item_scalar(const Tensor& t) {
   EMBER_CHECK(t.numel() == 1, "item: a Tensor with " << t.numel() << " elements (shape " << shape_str(t.shape())
                                                      << ") cannot be converted to a scalar");
   Tensor c = t.is_cuda() ? t.detach().to(kCPU) : t;
-  return EMBER_DISPATCH_DTYPE(c.dtype(), "item", [&]<typename T>() -> Scalar { return Scalar(*static_cast<T*>(c.data_ptr())); });
+  return EMBER_DISPATCH_DTYPE(c.dtype(), "item",
+                              [&]<typename T>() -> Scalar { return Scalar(*static_cast<T*>(c.data_ptr())); });
 }
 }  // namespace detail
 

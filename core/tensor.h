@@ -59,7 +59,7 @@ class TensorImpl {
   Shape strides;
   int64_t offset;  // in elements
   DType dtype;
-  bool is_view = false;  // made by a view op from another tensor
+  bool is_view = false;                              // made by a view op from another tensor
   std::unique_ptr<autograd::AutogradMeta> autograd;  // null until autograd touches it
 };
 
@@ -80,7 +80,7 @@ class Tensor {
   const Shape& sizes() const { return impl_->sizes; }
   const Shape& strides() const { return impl_->strides; }
   int64_t dim() const { return int64_t(impl_->sizes.size()); }
-  int64_t size(int64_t dim) const;    // negative dims count from the end
+  int64_t size(int64_t dim) const;  // negative dims count from the end
   int64_t stride(int64_t dim) const;
   int64_t numel() const;
   int64_t storage_offset() const { return impl_->offset; }
@@ -114,7 +114,7 @@ class Tensor {
   std::string str() const;
 
   // ---- views (share storage) ----
-  Tensor view(const Shape& shape) const;  // one dim may be -1
+  Tensor view(const Shape& shape) const;     // one dim may be -1
   Tensor reshape(const Shape& shape) const;  // a view when strides allow, else a copy
   Tensor transpose(int64_t d0, int64_t d1) const;
   Tensor t() const;  // 2-D transpose
@@ -212,8 +212,7 @@ class Tensor {
 
   // Runs backward from this tensor. grad may be omitted only for a
   // one-element tensor (it is then 1). See core/autograd/engine.h.
-  void backward(const Tensor& gradient = Tensor(), bool retain_graph = false,
-                bool create_graph = false) const;
+  void backward(const Tensor& gradient = Tensor(), bool retain_graph = false, bool create_graph = false) const;
 
   // fn sees the gradient flowing into this tensor and may return a
   // replacement (or an undefined Tensor to keep it). For a leaf it runs before
@@ -245,9 +244,8 @@ Tensor empty_strided(const Shape& shape, const Shape& strides, DType dtype, Devi
 
 template <typename T>
 T* Tensor::data() const {
-  EMBER_CHECK(dtype_of<T>::value == dtype(), "Tensor::data<T>: tensor has dtype "
-                                                 << dtype_name(dtype()) << " but T is "
-                                                 << dtype_name(dtype_of<T>::value));
+  EMBER_CHECK(dtype_of<T>::value == dtype(), "Tensor::data<T>: tensor has dtype " << dtype_name(dtype()) << " but T is "
+                                                                                  << dtype_name(dtype_of<T>::value));
   return static_cast<T*>(data_ptr());
 }
 

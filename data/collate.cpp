@@ -28,8 +28,8 @@ void check_part(const char* part, const Tensor& t, const Tensor& first, int64_t 
                                                                  "device option moves batches to the GPU)");
   if (!first.defined()) return;
   EMBER_CHECK(t.shape() == first.shape() && t.dtype() == first.dtype(),
-              "stack_examples: example " << index << " (position " << position << " in the batch) has " << part
-                                         << " " << describe_shape_dtype(t) << " but example " << first_index
+              "stack_examples: example " << index << " (position " << position << " in the batch) has " << part << " "
+                                         << describe_shape_dtype(t) << " but example " << first_index
                                          << " (position 0) has " << describe_shape_dtype(first)
                                          << "; every example of a batch must have the same shape and dtype");
 }

@@ -22,12 +22,15 @@ std::shared_ptr<const Dataset> non_null(std::shared_ptr<const Dataset> dataset) 
 
 const DataLoaderOptions& checked(const DataLoaderOptions& o) {
   EMBER_CHECK(o.batch_size >= 1, "DataLoader: batch_size must be at least 1, got " << o.batch_size);
-  EMBER_CHECK(o.num_workers >= 0, "DataLoader: num_workers must be 0 (collate on the consumer's thread) or more, got "
-                                      << o.num_workers);
-  EMBER_CHECK(o.prefetch_factor >= 1, "DataLoader: prefetch_factor (batches in flight per worker) must be at least 1, "
-                                      "got " << o.prefetch_factor);
-  EMBER_CHECK(!(o.sampler && o.shuffle), "DataLoader: the sampler option is mutually exclusive with shuffle; shuffle "
-                                         "inside the sampler, or leave the sampler unset");
+  EMBER_CHECK(o.num_workers >= 0,
+              "DataLoader: num_workers must be 0 (collate on the consumer's thread) or more, got " << o.num_workers);
+  EMBER_CHECK(o.prefetch_factor >= 1,
+              "DataLoader: prefetch_factor (batches in flight per worker) must be at least 1, "
+              "got "
+                  << o.prefetch_factor);
+  EMBER_CHECK(!(o.sampler && o.shuffle),
+              "DataLoader: the sampler option is mutually exclusive with shuffle; shuffle "
+              "inside the sampler, or leave the sampler unset");
   return o;
 }
 

@@ -61,8 +61,8 @@ struct DataLoaderOptions {
   bool shuffle = false;
   std::optional<uint64_t> seed;  // the shuffle seed; unset: drawn from default_generator(kCPU)
   bool drop_last = false;
-  int num_workers = 2;       // 0: collate on the consumer's thread
-  int prefetch_factor = 2;   // batches in flight per worker
+  int num_workers = 2;      // 0: collate on the consumer's thread
+  int prefetch_factor = 2;  // batches in flight per worker
   bool pin_memory = false;
   Device device = kCPU;
   // Replaces the sequential / random sampler that shuffle picks; shuffle

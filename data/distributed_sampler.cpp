@@ -7,15 +7,13 @@
 
 namespace ember::data {
 
-DistributedSampler::DistributedSampler(int64_t n, int64_t num_replicas, int64_t rank,
-                                       DistributedSamplerOptions options)
+DistributedSampler::DistributedSampler(int64_t n, int64_t num_replicas, int64_t rank, DistributedSamplerOptions options)
     : n_(n), num_replicas_(num_replicas), rank_(rank), options_(options) {
   EMBER_CHECK(n >= 0, "DistributedSampler: the dataset size must be non-negative, got " << n);
-  EMBER_CHECK(num_replicas >= 1, "DistributedSampler: num_replicas (the world size) must be at least 1, got "
-                                     << num_replicas);
+  EMBER_CHECK(num_replicas >= 1,
+              "DistributedSampler: num_replicas (the world size) must be at least 1, got " << num_replicas);
   EMBER_CHECK(rank >= 0 && rank < num_replicas, "DistributedSampler: rank " << rank << " is outside [0, "
-                                                                            << num_replicas - 1
-                                                                            << "] for num_replicas "
+                                                                            << num_replicas - 1 << "] for num_replicas "
                                                                             << num_replicas);
   per_rank_ = options.drop_last ? n / num_replicas : (n + num_replicas - 1) / num_replicas;
 }

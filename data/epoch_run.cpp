@@ -61,8 +61,8 @@ EpochRun::Slot EpochRun::make(int64_t k, const std::string& where) const {
     NoGradGuard no_grad;
     Batch host = dataset_->get_batch(indices, alloc_);
     const int64_t b = int64_t(indices.size());
-    EMBER_CHECK(host.input.defined() && host.target.defined() && host.input.dim() >= 1 &&
-                    host.target.dim() >= 1 && host.input.size(0) == b && host.target.size(0) == b,
+    EMBER_CHECK(host.input.defined() && host.target.defined() && host.input.dim() >= 1 && host.target.dim() >= 1 &&
+                    host.input.size(0) == b && host.target.size(0) == b,
                 "the dataset's get_batch returned input "
                     << (host.input.defined() ? shape_str(host.input.shape()) : "undefined") << " and target "
                     << (host.target.defined() ? shape_str(host.target.shape()) : "undefined") << " for " << b
@@ -105,7 +105,7 @@ void EpochRun::work(int worker) {
 
 bool EpochRun::next() {
   if (done_) return false;
-  current_ = Batch{};  // let the previous batch go before waiting for the next
+  current_ = Batch{};               // let the previous batch go before waiting for the next
   const int64_t k = next_consume_;  // only this thread writes next_consume_
   if (k == int64_t(batches_.size())) {
     done_ = true;

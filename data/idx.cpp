@@ -6,9 +6,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <system_error>
 #include <iomanip>
 #include <sstream>
+#include <system_error>
 #include <vector>
 
 #include "core/error.h"
@@ -97,10 +97,11 @@ Tensor parse_idx(const uint8_t* data, size_t size, const std::string& name) {
   for (int64_t s : shape) numel *= uint64_t(s);
   const size_t payload = size - header;
   EMBER_CHECK(!overflow || numel != 0, "read_idx: " << name << ": sizes " << shape_str(shape)
-                                                     << " hold no element, but the non-zero ones multiply past 2^63, "
-                                                     << "more than a tensor's strides can address");
+                                                    << " hold no element, but the non-zero ones multiply past 2^63, "
+                                                    << "more than a tensor's strides can address");
   EMBER_CHECK(!overflow && numel <= payload, "read_idx: " << name << ": truncated data: sizes " << shape_str(shape)
-                                                          << " need " << (overflow ? "more than 2^63" : std::to_string(numel))
+                                                          << " need "
+                                                          << (overflow ? "more than 2^63" : std::to_string(numel))
                                                           << " bytes but only " << payload << " follow the header");
   EMBER_CHECK(numel == payload, "read_idx: " << name << ": " << payload - numel << " bytes after the data: sizes "
                                              << shape_str(shape) << " need " << numel << " bytes, " << payload

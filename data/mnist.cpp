@@ -18,8 +18,8 @@ std::string find_file(const std::string& root, const std::string& name, const ch
   const std::filesystem::path base = std::filesystem::path(root) / name;
   const std::string gz = base.string() + ".gz";
   if (std::filesystem::exists(gz)) return gz;
-  EMBER_CHECK(std::filesystem::exists(base), "MNIST: neither " << gz << " nor " << base.string() << " exists; "
-                                                               << missing_hint);
+  EMBER_CHECK(std::filesystem::exists(base),
+              "MNIST: neither " << gz << " nor " << base.string() << " exists; " << missing_hint);
   return base.string();
 }
 
@@ -33,11 +33,10 @@ std::pair<Tensor, Tensor> load(const std::string& root, bool train, std::optiona
   EMBER_CHECK(images.dim() == 3 && images.size(1) == kSide && images.size(2) == kSide,
               "MNIST: " << images_path << " holds sizes " << shape_str(images.shape()) << "; MNIST images are (N, "
                         << kSide << ", " << kSide << ")");
-  EMBER_CHECK(labels.dim() == 1, "MNIST: " << labels_path << " holds sizes " << shape_str(labels.shape())
-                                           << "; MNIST labels are (N)");
-  EMBER_CHECK(images.size(0) == labels.size(0), "MNIST: " << images_path << " has " << images.size(0)
-                                                          << " images but " << labels_path << " has "
-                                                          << labels.size(0) << " labels");
+  EMBER_CHECK(labels.dim() == 1,
+              "MNIST: " << labels_path << " holds sizes " << shape_str(labels.shape()) << "; MNIST labels are (N)");
+  EMBER_CHECK(images.size(0) == labels.size(0), "MNIST: " << images_path << " has " << images.size(0) << " images but "
+                                                          << labels_path << " has " << labels.size(0) << " labels");
   const int64_t* label = labels.data<int64_t>();
   for (int64_t i = 0; i < labels.numel(); ++i) {
     EMBER_CHECK(label[i] < kClasses, "MNIST: " << labels_path << ": label " << i << " is " << label[i]

@@ -21,10 +21,10 @@ Tensor checked(const char* name, const Tensor& t) {
 
 TensorDataset::TensorDataset(const Tensor& inputs, const Tensor& targets)
     : inputs_(checked("inputs", inputs)), targets_(checked("targets", targets)) {
-  EMBER_CHECK(inputs_.size(0) == targets_.size(0),
-              "TensorDataset: inputs of shape " << shape_str(inputs_.shape()) << " and targets of shape "
-                                                << shape_str(targets_.shape())
-                                                << " differ in dim 0; both need one row per example");
+  EMBER_CHECK(inputs_.size(0) == targets_.size(0), "TensorDataset: inputs of shape "
+                                                       << shape_str(inputs_.shape()) << " and targets of shape "
+                                                       << shape_str(targets_.shape())
+                                                       << " differ in dim 0; both need one row per example");
 }
 
 Example TensorDataset::get(int64_t index) const {

@@ -54,7 +54,8 @@ int main(int argc, char** argv) {
       parallel::all_reduce(t);
       const float want = float(size * (size - 1) / 2 + size * step);
       if (t.max().item<float>() != want || t.min().item<float>() != want) {
-        std::printf("rank %d: step %d: all_reduce gave %s, expected %g everywhere\n", rank, step, t.str().c_str(), want);
+        std::printf("rank %d: step %d: all_reduce gave %s, expected %g everywhere\n", rank, step, t.str().c_str(),
+                    want);
         return 1;
       }
       if (rank == 0) std::printf("step %d: all_reduce sum = %g\n", step, want);

@@ -9,18 +9,18 @@
 int main() {
   using namespace ember;
   manual_seed(0);
-  Tensor x = randn({256, 3});                                // inputs (N, 3)
+  Tensor x = randn({256, 3});  // inputs (N, 3)
   Tensor w_true = from_vector<float>({2.0f, -1.0f, 0.5f});
   Tensor y = (x * w_true).sum({1}) + 0.3f + randn({256}) * 0.1f;  // targets (N,)
 
-  Tensor w = zeros({3}).set_requires_grad();                 // parameters
+  Tensor w = zeros({3}).set_requires_grad();  // parameters
   Tensor b = zeros({1}).set_requires_grad();
   float first = 0, last = 0;
   for (int step = 0; step <= 60; ++step) {
     Tensor loss = square((x * w).sum({1}) + b - y).sum() / 256.0f;
-    loss.backward();                                         // fills w.grad(), b.grad()
+    loss.backward();  // fills w.grad(), b.grad()
     {
-      NoGradGuard no_grad;                                   // the update is not recorded
+      NoGradGuard no_grad;  // the update is not recorded
       w.sub_(w.grad() * 0.05f);
       b.sub_(b.grad() * 0.05f);
     }

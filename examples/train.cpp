@@ -61,8 +61,8 @@ using namespace ember;
 using namespace ember::train;
 
 // The first `limit` examples of a split (all of them for 0).
-std::shared_ptr<const data::Dataset> slice(std::shared_ptr<const data::Dataset> split, int64_t limit,
-                                           const char* flag, const char* name) {
+std::shared_ptr<const data::Dataset> slice(std::shared_ptr<const data::Dataset> split, int64_t limit, const char* flag,
+                                           const char* name) {
   if (limit == 0) return split;
   if (limit > split->size()) {
     throw UsageError(std::string(flag) + ": " + std::to_string(limit) + " is more than the " +
@@ -119,10 +119,10 @@ int run(const Options& o) {
   const Device device = dist.device;
   manual_seed(o.seed);
   const data::Normalize normalize = data::kFashionMNISTNormalize;
-  auto train_set = slice(std::make_shared<data::FashionMNIST>(o.data, true, normalize), o.limit_train,
-                         "--limit-train", "training");
-  auto test_set = slice(std::make_shared<data::FashionMNIST>(o.data, false, normalize), o.limit_test,
-                        "--limit-test", "test");
+  auto train_set =
+      slice(std::make_shared<data::FashionMNIST>(o.data, true, normalize), o.limit_train, "--limit-train", "training");
+  auto test_set =
+      slice(std::make_shared<data::FashionMNIST>(o.data, false, normalize), o.limit_test, "--limit-test", "test");
 
   std::shared_ptr<nn::Sequential> model =
       o.model == ModelKind::MLP ? make_mlp({256, 128}, o.dropout) : make_cnn(o.dropout);
@@ -152,12 +152,9 @@ int run(const Options& o) {
 
   // Dropout draws from the default generator of the training device.
   Generator& generator = default_generator(device);
-  const RunFlags flags = {{"model", model_name(o.model)},
-                          {"optimizer", optimizer_name(o.optimizer)},
-                          {"schedule", schedule_name(o.schedule)},
-                          {"dropout", format_number(o.dropout)},
-                          {"augment", augment_name(o.augment)},
-                          {"amp", amp_name(o.amp)}};
+  const RunFlags flags = {{"model", model_name(o.model)},          {"optimizer", optimizer_name(o.optimizer)},
+                          {"schedule", schedule_name(o.schedule)}, {"dropout", format_number(o.dropout)},
+                          {"augment", augment_name(o.augment)},    {"amp", amp_name(o.amp)}};
   // Mixed precision: autocast for both, dynamic loss scaling for float16.
   std::optional<amp::GradScaler> scaler;
   MixedPrecision mixed;
@@ -185,13 +182,13 @@ int run(const Options& o) {
   int64_t num_params = 0;
   for (const Tensor& p : model->parameters()) num_params += p.numel();
   if (dist.main()) {
-    std::printf("ember-train: %s (%lld parameters, dropout %g, augment %s) on %s%s, amp %s; optimizer %s, lr %g, "
-                "schedule %s; batch size %lld, epochs %lld; %lld training and %lld test examples\n",
-                model_name(o.model), static_cast<long long>(num_params), o.dropout, augment_name(o.augment),
-                device.str().c_str(), o.channels_last ? " (channels-last)" : "", amp_name(o.amp),
-                optimizer_name(o.optimizer), o.lr, schedule_name(o.schedule),
-                static_cast<long long>(o.batch_size), static_cast<long long>(o.epochs),
-                static_cast<long long>(train_set->size()), static_cast<long long>(test_set->size()));
+    std::printf(
+        "ember-train: %s (%lld parameters, dropout %g, augment %s) on %s%s, amp %s; optimizer %s, lr %g, "
+        "schedule %s; batch size %lld, epochs %lld; %lld training and %lld test examples\n",
+        model_name(o.model), static_cast<long long>(num_params), o.dropout, augment_name(o.augment),
+        device.str().c_str(), o.channels_last ? " (channels-last)" : "", amp_name(o.amp), optimizer_name(o.optimizer),
+        o.lr, schedule_name(o.schedule), static_cast<long long>(o.batch_size), static_cast<long long>(o.epochs),
+        static_cast<long long>(train_set->size()), static_cast<long long>(test_set->size()));
     if (dist.enabled) {
       std::printf("distributed: %d ranks (%s), batch size %lld per rank, %lld in all%s\n", dist.world_size,
                   dist.backend.c_str(), static_cast<long long>(o.batch_size),
@@ -226,11 +223,11 @@ int run(const Options& o) {
     }
     if (log) log->write({epoch, train.loss, train.accuracy, test_acc, seconds, train.lr});
     if (dist.main()) {
-      std::printf("epoch %*lld/%lld  train loss %.4f  train acc %.2f%%  test acc %.2f%%  time %.1f s (%.0f "
-                  "samples/s)  lr %.3g\n",
-                  int(std::to_string(o.epochs).size()), static_cast<long long>(epoch),
-                  static_cast<long long>(o.epochs), train.loss, train.accuracy, test_acc, seconds,
-                  double(train.samples) / train.seconds, train.lr);
+      std::printf(
+          "epoch %*lld/%lld  train loss %.4f  train acc %.2f%%  test acc %.2f%%  time %.1f s (%.0f "
+          "samples/s)  lr %.3g\n",
+          int(std::to_string(o.epochs).size()), static_cast<long long>(epoch), static_cast<long long>(o.epochs),
+          train.loss, train.accuracy, test_acc, seconds, double(train.samples) / train.seconds, train.lr);
       if (mixed.scaler != nullptr) {
         std::printf("  amp scale %g, %lld skipped steps so far\n", mixed.scaler->get_scale(),
                     static_cast<long long>(mixed.scaler->skipped_steps()));

@@ -6,9 +6,19 @@
 
 namespace ember {
 
-template <typename T> struct acc { using type = T; };
-template <> struct acc<Half> { using type = float; };
-template <> struct acc<BFloat16> { using type = float; };
-template <typename T> using acc_t = typename acc<T>::type;
+template <typename T>
+struct acc {
+  using type = T;
+};
+template <>
+struct acc<Half> {
+  using type = float;
+};
+template <>
+struct acc<BFloat16> {
+  using type = float;
+};
+template <typename T>
+using acc_t = typename acc<T>::type;
 
 }  // namespace ember

@@ -65,8 +65,9 @@ template <UnaryOp Op, typename T>
 constexpr bool unary_supported() {
   if constexpr (std::is_same_v<T, bool>) return Op == UnaryOp::LogicalNot;
   else if constexpr (is_float_type<T>) return Op != UnaryOp::LogicalNot;
-  else return Op == UnaryOp::Neg || Op == UnaryOp::Abs || Op == UnaryOp::Sign || Op == UnaryOp::Relu ||
-              Op == UnaryOp::Square;
+  else
+    return Op == UnaryOp::Neg || Op == UnaryOp::Abs || Op == UnaryOp::Sign || Op == UnaryOp::Relu ||
+           Op == UnaryOp::Square;
 }
 
 template <BinaryOp Op, typename T>
@@ -130,8 +131,8 @@ template <BinaryOp Op, typename T>
 constexpr bool binary_supported() {
   if constexpr (Op == BinaryOp::LogicalAnd || Op == BinaryOp::LogicalOr) return std::is_same_v<T, bool>;
   else if constexpr (binary_is_backward(Op) || Op == BinaryOp::Div) return is_float_type<T>;
-  else if constexpr (std::is_same_v<T, bool>) return Op == BinaryOp::Add || Op == BinaryOp::Mul ||
-                                                     Op == BinaryOp::Maximum || Op == BinaryOp::Minimum;
+  else if constexpr (std::is_same_v<T, bool>)
+    return Op == BinaryOp::Add || Op == BinaryOp::Mul || Op == BinaryOp::Maximum || Op == BinaryOp::Minimum;
   else return true;
 }
 
@@ -155,50 +156,50 @@ EMBER_HOST_DEVICE inline bool compare(T a, T b) {
     break;                                  \
   }
 
-#define EMBER_SWITCH_UNARY_OP(op, OP, ...)                                      \
-  switch (op) {                                                                 \
-    EMBER_OP_CASE_(::ember::UnaryOp, Neg, OP, __VA_ARGS__)                      \
-    EMBER_OP_CASE_(::ember::UnaryOp, Exp, OP, __VA_ARGS__)                      \
-    EMBER_OP_CASE_(::ember::UnaryOp, Log, OP, __VA_ARGS__)                      \
-    EMBER_OP_CASE_(::ember::UnaryOp, Sqrt, OP, __VA_ARGS__)                     \
-    EMBER_OP_CASE_(::ember::UnaryOp, Rsqrt, OP, __VA_ARGS__)                    \
-    EMBER_OP_CASE_(::ember::UnaryOp, Tanh, OP, __VA_ARGS__)                     \
-    EMBER_OP_CASE_(::ember::UnaryOp, Sigmoid, OP, __VA_ARGS__)                  \
-    EMBER_OP_CASE_(::ember::UnaryOp, Relu, OP, __VA_ARGS__)                     \
-    EMBER_OP_CASE_(::ember::UnaryOp, Gelu, OP, __VA_ARGS__)                     \
-    EMBER_OP_CASE_(::ember::UnaryOp, Abs, OP, __VA_ARGS__)                      \
-    EMBER_OP_CASE_(::ember::UnaryOp, Sign, OP, __VA_ARGS__)                     \
-    EMBER_OP_CASE_(::ember::UnaryOp, Sin, OP, __VA_ARGS__)                      \
-    EMBER_OP_CASE_(::ember::UnaryOp, Cos, OP, __VA_ARGS__)                      \
-    EMBER_OP_CASE_(::ember::UnaryOp, Reciprocal, OP, __VA_ARGS__)               \
-    EMBER_OP_CASE_(::ember::UnaryOp, Square, OP, __VA_ARGS__)                   \
-    EMBER_OP_CASE_(::ember::UnaryOp, LogicalNot, OP, __VA_ARGS__)               \
-    EMBER_OP_CASE_(::ember::UnaryOp, Erf, OP, __VA_ARGS__)                      \
+#define EMBER_SWITCH_UNARY_OP(op, OP, ...)                        \
+  switch (op) {                                                   \
+    EMBER_OP_CASE_(::ember::UnaryOp, Neg, OP, __VA_ARGS__)        \
+    EMBER_OP_CASE_(::ember::UnaryOp, Exp, OP, __VA_ARGS__)        \
+    EMBER_OP_CASE_(::ember::UnaryOp, Log, OP, __VA_ARGS__)        \
+    EMBER_OP_CASE_(::ember::UnaryOp, Sqrt, OP, __VA_ARGS__)       \
+    EMBER_OP_CASE_(::ember::UnaryOp, Rsqrt, OP, __VA_ARGS__)      \
+    EMBER_OP_CASE_(::ember::UnaryOp, Tanh, OP, __VA_ARGS__)       \
+    EMBER_OP_CASE_(::ember::UnaryOp, Sigmoid, OP, __VA_ARGS__)    \
+    EMBER_OP_CASE_(::ember::UnaryOp, Relu, OP, __VA_ARGS__)       \
+    EMBER_OP_CASE_(::ember::UnaryOp, Gelu, OP, __VA_ARGS__)       \
+    EMBER_OP_CASE_(::ember::UnaryOp, Abs, OP, __VA_ARGS__)        \
+    EMBER_OP_CASE_(::ember::UnaryOp, Sign, OP, __VA_ARGS__)       \
+    EMBER_OP_CASE_(::ember::UnaryOp, Sin, OP, __VA_ARGS__)        \
+    EMBER_OP_CASE_(::ember::UnaryOp, Cos, OP, __VA_ARGS__)        \
+    EMBER_OP_CASE_(::ember::UnaryOp, Reciprocal, OP, __VA_ARGS__) \
+    EMBER_OP_CASE_(::ember::UnaryOp, Square, OP, __VA_ARGS__)     \
+    EMBER_OP_CASE_(::ember::UnaryOp, LogicalNot, OP, __VA_ARGS__) \
+    EMBER_OP_CASE_(::ember::UnaryOp, Erf, OP, __VA_ARGS__)        \
   }
 
-#define EMBER_SWITCH_BINARY_OP(op, OP, ...)                                     \
-  switch (op) {                                                                 \
-    EMBER_OP_CASE_(::ember::BinaryOp, Add, OP, __VA_ARGS__)                     \
-    EMBER_OP_CASE_(::ember::BinaryOp, Sub, OP, __VA_ARGS__)                     \
-    EMBER_OP_CASE_(::ember::BinaryOp, Mul, OP, __VA_ARGS__)                     \
-    EMBER_OP_CASE_(::ember::BinaryOp, Div, OP, __VA_ARGS__)                     \
-    EMBER_OP_CASE_(::ember::BinaryOp, Maximum, OP, __VA_ARGS__)                 \
-    EMBER_OP_CASE_(::ember::BinaryOp, Minimum, OP, __VA_ARGS__)                 \
-    EMBER_OP_CASE_(::ember::BinaryOp, Pow, OP, __VA_ARGS__)                     \
-    EMBER_OP_CASE_(::ember::BinaryOp, LogicalAnd, OP, __VA_ARGS__)              \
-    EMBER_OP_CASE_(::ember::BinaryOp, LogicalOr, OP, __VA_ARGS__)               \
-    EMBER_OP_CASE_(::ember::BinaryOp, ReluBackward, OP, __VA_ARGS__)            \
-    EMBER_OP_CASE_(::ember::BinaryOp, GeluBackward, OP, __VA_ARGS__)            \
-    EMBER_OP_CASE_(::ember::BinaryOp, TanhBackward, OP, __VA_ARGS__)            \
-    EMBER_OP_CASE_(::ember::BinaryOp, SigmoidBackward, OP, __VA_ARGS__)         \
+#define EMBER_SWITCH_BINARY_OP(op, OP, ...)                             \
+  switch (op) {                                                         \
+    EMBER_OP_CASE_(::ember::BinaryOp, Add, OP, __VA_ARGS__)             \
+    EMBER_OP_CASE_(::ember::BinaryOp, Sub, OP, __VA_ARGS__)             \
+    EMBER_OP_CASE_(::ember::BinaryOp, Mul, OP, __VA_ARGS__)             \
+    EMBER_OP_CASE_(::ember::BinaryOp, Div, OP, __VA_ARGS__)             \
+    EMBER_OP_CASE_(::ember::BinaryOp, Maximum, OP, __VA_ARGS__)         \
+    EMBER_OP_CASE_(::ember::BinaryOp, Minimum, OP, __VA_ARGS__)         \
+    EMBER_OP_CASE_(::ember::BinaryOp, Pow, OP, __VA_ARGS__)             \
+    EMBER_OP_CASE_(::ember::BinaryOp, LogicalAnd, OP, __VA_ARGS__)      \
+    EMBER_OP_CASE_(::ember::BinaryOp, LogicalOr, OP, __VA_ARGS__)       \
+    EMBER_OP_CASE_(::ember::BinaryOp, ReluBackward, OP, __VA_ARGS__)    \
+    EMBER_OP_CASE_(::ember::BinaryOp, GeluBackward, OP, __VA_ARGS__)    \
+    EMBER_OP_CASE_(::ember::BinaryOp, TanhBackward, OP, __VA_ARGS__)    \
+    EMBER_OP_CASE_(::ember::BinaryOp, SigmoidBackward, OP, __VA_ARGS__) \
   }
 
-#define EMBER_SWITCH_COMPARE_OP(op, OP, ...)                                    \
-  switch (op) {                                                                 \
-    EMBER_OP_CASE_(::ember::CompareOp, Eq, OP, __VA_ARGS__)                     \
-    EMBER_OP_CASE_(::ember::CompareOp, Ne, OP, __VA_ARGS__)                     \
-    EMBER_OP_CASE_(::ember::CompareOp, Lt, OP, __VA_ARGS__)                     \
-    EMBER_OP_CASE_(::ember::CompareOp, Le, OP, __VA_ARGS__)                     \
-    EMBER_OP_CASE_(::ember::CompareOp, Gt, OP, __VA_ARGS__)                     \
-    EMBER_OP_CASE_(::ember::CompareOp, Ge, OP, __VA_ARGS__)                     \
+#define EMBER_SWITCH_COMPARE_OP(op, OP, ...)                \
+  switch (op) {                                             \
+    EMBER_OP_CASE_(::ember::CompareOp, Eq, OP, __VA_ARGS__) \
+    EMBER_OP_CASE_(::ember::CompareOp, Ne, OP, __VA_ARGS__) \
+    EMBER_OP_CASE_(::ember::CompareOp, Lt, OP, __VA_ARGS__) \
+    EMBER_OP_CASE_(::ember::CompareOp, Le, OP, __VA_ARGS__) \
+    EMBER_OP_CASE_(::ember::CompareOp, Gt, OP, __VA_ARGS__) \
+    EMBER_OP_CASE_(::ember::CompareOp, Ge, OP, __VA_ARGS__) \
   }

@@ -49,8 +49,8 @@ struct SGDScalars {
 
 template <typename A>
 EMBER_HOST_DEVICE inline SGDScalars<A> sgd_scalars(const optim::SGDHyper& h) {
-  return {A(-h.lr), A(h.momentum), A(1.0 - h.dampening), A(h.weight_decay),
-          h.momentum != 0.0, h.nesterov, h.weight_decay != 0.0};
+  return {A(-h.lr),          A(h.momentum), A(1.0 - h.dampening), A(h.weight_decay),
+          h.momentum != 0.0, h.nesterov,    h.weight_decay != 0.0};
 }
 
 // One element: p is the param, g its (unscaled) gradient, buf the momentum

@@ -47,9 +47,9 @@ std::shared_ptr<Module> Sequential::clone() const {
 
 void Sequential::replace_module(const std::string& name, std::shared_ptr<Module> module) {
   auto unary = std::dynamic_pointer_cast<UnaryModule>(module);
-  EMBER_CHECK(module == nullptr || unary != nullptr,
-              "Sequential::replace_module: '" << name << "' would become a " << module->name()
-                                              << ", which is not a UnaryModule (one tensor in, one out)");
+  EMBER_CHECK(module == nullptr || unary != nullptr, "Sequential::replace_module: '"
+                                                         << name << "' would become a " << module->name()
+                                                         << ", which is not a UnaryModule (one tensor in, one out)");
   const std::vector<std::string> names = named_children().keys();
   Module::replace_module(name, module);
   for (size_t i = 0; i < names.size(); ++i) {

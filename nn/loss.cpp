@@ -21,12 +21,9 @@ using ember::detail::describe;
 
 Tensor reduce(const Tensor& loss, Reduction reduction) {
   switch (reduction) {
-    case Reduction::None:
-      return loss;
-    case Reduction::Sum:
-      return loss.sum();
-    case Reduction::Mean:
-      return loss.mean();
+    case Reduction::None: return loss;
+    case Reduction::Sum: return loss.sum();
+    case Reduction::Mean: return loss.mean();
   }
   EMBER_FAIL("loss: unknown reduction " << int(reduction));
 }
@@ -80,12 +77,9 @@ std::pair<Tensor, Tensor> batched(const char* op, const Tensor& input, const Ten
 
 Tensor reduce_targets(const Tensor& loss, const Tensor& ignored, Reduction reduction, bool unbatched) {
   switch (reduction) {
-    case Reduction::None:
-      return unbatched ? loss.squeeze(0) : loss;
-    case Reduction::Sum:
-      return loss.sum();
-    case Reduction::Mean:
-      return loss.sum() / logical_not(ignored).sum();
+    case Reduction::None: return unbatched ? loss.squeeze(0) : loss;
+    case Reduction::Sum: return loss.sum();
+    case Reduction::Mean: return loss.sum() / logical_not(ignored).sum();
   }
   EMBER_FAIL("loss: unknown reduction " << int(reduction));
 }

@@ -153,8 +153,7 @@ void Module::add_child(std::string name, std::shared_ptr<Module> module) {
 
 void Module::replace_module(const std::string& name, std::shared_ptr<Module> module) {
   EMBER_CHECK(children_.contains(name), "replace_module: " << this->name() << " has no child module named '" << name
-                                                            << "' (children: " << quoted_list(children_.keys())
-                                                            << ")");
+                                                           << "' (children: " << quoted_list(children_.keys()) << ")");
   EMBER_CHECK(module != nullptr, "replace_module: the module for '" << name << "' of " << this->name() << " is null");
   Seen seen;
   bool cycle = false;
@@ -257,8 +256,9 @@ void Module::to(Device device, DType dtype) {
 }
 
 void Module::to(MemoryFormat format) {
-  EMBER_CHECK(format != MemoryFormat::Preserve,
-              "Module::to: " << name() << ".to(memory format preserve) names no layout; use contiguous or channels_last");
+  EMBER_CHECK(
+      format != MemoryFormat::Preserve,
+      "Module::to: " << name() << ".to(memory format preserve) names no layout; use contiguous or channels_last");
   auto one = [&](const Tensor& t) {
     if (t.dim() != 4 || t.suggest_memory_format() == format) return;
     Tensor converted;

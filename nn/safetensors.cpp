@@ -33,8 +33,8 @@ struct DTypeName {
   const char* name;
   DType dtype;
 };
-constexpr DTypeName kDTypes[] = {{"F32", DType::Float32}, {"F64", DType::Float64}, {"F16", DType::Float16},
-                                 {"BF16", DType::BFloat16}, {"I32", DType::Int32}, {"I64", DType::Int64},
+constexpr DTypeName kDTypes[] = {{"F32", DType::Float32},   {"F64", DType::Float64}, {"F16", DType::Float16},
+                                 {"BF16", DType::BFloat16}, {"I32", DType::Int32},   {"I64", DType::Int64},
                                  {"BOOL", DType::Bool}};
 
 struct Entry {
@@ -104,7 +104,8 @@ class Reader {
 
  private:
   void read_metadata(const json::Value& value, std::map<std::string, std::string>& out) const {
-    if (!value.is_object()) fail("\"__metadata__\" must be an object of strings, but is a ", json::kind_name(value.kind));
+    if (!value.is_object())
+      fail("\"__metadata__\" must be an object of strings, but is a ", json::kind_name(value.kind));
     for (const auto& [key, v] : value.object) {
       if (!v.is_string()) fail("metadata \"", key, "\" must be a string, but is a ", json::kind_name(v.kind));
       out[key] = v.text;
@@ -127,8 +128,8 @@ class Reader {
     Entry e;
     e.name = name;
     if (!dtype->is_string()) fail("tensor \"", name, "\": dtype must be a string");
-    const DTypeName* known = std::find_if(std::begin(kDTypes), std::end(kDTypes),
-                                          [&](const DTypeName& d) { return dtype->text == d.name; });
+    const DTypeName* known =
+        std::find_if(std::begin(kDTypes), std::end(kDTypes), [&](const DTypeName& d) { return dtype->text == d.name; });
     if (known == std::end(kDTypes)) {
       fail("tensor \"", name, "\" has an unknown or unsupported dtype \"", dtype->text,
            "\" (supported: F32, F64, F16, BF16, I32, I64, BOOL)");
@@ -138,7 +139,8 @@ class Reader {
     int64_t numel = 1, nonzero_product = 1;
     for (const json::Value& d : shape->array) {
       const std::optional<uint64_t> size = d.as_uint64();
-      if (!size || *size > uint64_t(INT64_MAX)) fail("tensor \"", name, "\": shape entries must be non-negative integers");
+      if (!size || *size > uint64_t(INT64_MAX))
+        fail("tensor \"", name, "\": shape entries must be non-negative integers");
       const int64_t s = int64_t(*size);
       if (__builtin_mul_overflow(nonzero_product, std::max<int64_t>(s, 1), &nonzero_product)) {
         fail("tensor \"", name, "\": shape is too large");
@@ -171,9 +173,8 @@ class Reader {
 
   // Sorted by offsets, the tensors must tile the data section exactly.
   void check_coverage(std::vector<Entry>& entries, uint64_t data_size) const {
-    std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
-      return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
-    });
+    std::sort(entries.begin(), entries.end(),
+              [](const Entry& a, const Entry& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
     uint64_t at = 0;
     const Entry* previous = nullptr;
     for (const Entry& e : entries) {
@@ -231,9 +232,8 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
     EMBER_CHECK(json::valid_utf8(key) && json::valid_utf8(value),
                 "save_safetensors: " << path << ": metadata \"" << key << "\" is not valid UTF-8");
   }
-  std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
-    return a.dense.element_size() > b.dense.element_size();
-  });
+  std::stable_sort(items.begin(), items.end(),
+                   [](const Item& a, const Item& b) { return a.dense.element_size() > b.dense.element_size(); });
   std::string header = "{";
   if (!metadata.empty()) {
     header += "\"__metadata__\":{";

@@ -5,9 +5,12 @@ namespace ember::optim {
 
 namespace {
 GroupOptions adam_map(double lr, double beta1, double beta2, double eps, double weight_decay, bool amsgrad) {
-  return {{"lr", lr},     {"beta1", beta1},
-          {"beta2", beta2}, {"eps", eps},
-          {"weight_decay", weight_decay}, {"amsgrad", amsgrad ? 1.0 : 0.0}};
+  return {{"lr", lr},
+          {"beta1", beta1},
+          {"beta2", beta2},
+          {"eps", eps},
+          {"weight_decay", weight_decay},
+          {"amsgrad", amsgrad ? 1.0 : 0.0}};
 }
 }  // namespace
 
@@ -17,7 +20,8 @@ GroupOptions AdamWOptions::to_map() const { return adam_map(lr, beta1, beta2, ep
 Adam::Adam(TensorList params, AdamOptions options)
     : Adam(std::vector<ParamGroup>{ParamGroup(std::move(params))}, options) {}
 
-Adam::Adam(std::vector<ParamGroup> groups, AdamOptions defaults) : Adam("Adam", std::move(groups), defaults.to_map(), false) {}
+Adam::Adam(std::vector<ParamGroup> groups, AdamOptions defaults)
+    : Adam("Adam", std::move(groups), defaults.to_map(), false) {}
 
 Adam::Adam(std::string name, std::vector<ParamGroup> groups, GroupOptions defaults, bool decoupled_weight_decay)
     : Optimizer(std::move(name), std::move(defaults)), decoupled_weight_decay_(decoupled_weight_decay) {
@@ -37,8 +41,8 @@ void Adam::check_options(const GroupOptions& o) const {
   const char* betas[2] = {"beta1", "beta2"};
   for (int i = 0; i < 2; ++i) {
     const double b = o.at(betas[i]);
-    EMBER_CHECK(b >= 0 && b < 1, name() << ": invalid beta parameter at index " << i << ": " << b
-                                        << " (" << betas[i] << " must be in [0, 1))");
+    EMBER_CHECK(b >= 0 && b < 1, name() << ": invalid beta parameter at index " << i << ": " << b << " (" << betas[i]
+                                        << " must be in [0, 1))");
   }
   EMBER_CHECK(weight_decay >= 0, name() << ": invalid weight_decay value: " << weight_decay << " (must be >= 0)");
   EMBER_CHECK(amsgrad == 0 || amsgrad == 1, name() << ": amsgrad must be 0 or 1, but is " << amsgrad);

@@ -38,8 +38,8 @@ struct Checkpoint {
   std::map<std::string, Tensor> model;
   optim::OptimizerStateDict optimizer;
   std::optional<optim::SchedulerStateDict> scheduler;
-  std::map<std::string, int64_t> counters;       // "epoch", "global_step", ...
-  std::map<std::string, std::string> metadata;   // anything else to keep
+  std::map<std::string, int64_t> counters;      // "epoch", "global_step", ...
+  std::map<std::string, std::string> metadata;  // anything else to keep
 };
 
 void save_checkpoint(const std::string& path, const Checkpoint& checkpoint);

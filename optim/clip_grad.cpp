@@ -26,8 +26,8 @@ Tensor clip_grad_norm_(const TensorList& params, double max_norm, double norm_ty
     EMBER_CHECK(g.device() == first.device(), "clip_grad_norm_: all gradients must be on one device, but found "
                                                   << first.device().str() << " and " << g.device().str()
                                                   << " (parameter " << i << ")");
-    EMBER_CHECK(is_floating(g.dtype()), "clip_grad_norm_: gradient of parameter " << i << " has dtype "
-                                                                                  << dtype_name(g.dtype()));
+    EMBER_CHECK(is_floating(g.dtype()),
+                "clip_grad_norm_: gradient of parameter " << i << " has dtype " << dtype_name(g.dtype()));
     by_dtype[g.dtype()].push_back(g);
   }
   if (!first.defined()) return zeros({});
@@ -62,8 +62,8 @@ Tensor clip_grad_norm_(const TensorList& params, double max_norm, double norm_ty
   Tensor total_norm = inf ? combined : norm_type == 2.0 ? sqrt(combined) : pow(combined, 1.0 / norm_type);
   if (error_if_nonfinite) {
     const double v = total_norm.item<double>();
-    EMBER_CHECK(std::isfinite(v), "clip_grad_norm_: the total norm of order " << norm_type
-                                      << " for gradients from `parameters` is non-finite (" << v
+    EMBER_CHECK(std::isfinite(v), "clip_grad_norm_: the total norm of order "
+                                      << norm_type << " for gradients from `parameters` is non-finite (" << v
                                       << "), so it cannot be clipped; pass error_if_nonfinite = false to clip anyway");
   }
   Tensor coef = clamp(rdiv(total_norm + 1e-6, max_norm), std::nullopt, Scalar(1.0));

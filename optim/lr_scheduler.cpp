@@ -22,9 +22,9 @@ void LRScheduler::step() {
 
 void LRScheduler::apply(int64_t epoch) {
   std::vector<ParamGroup>& groups = optimizer_.param_groups();
-  EMBER_CHECK(groups.size() == base_lrs_.size(), "LRScheduler.step: the optimizer has " << groups.size()
-                                                 << " parameter groups, but the scheduler was made for "
-                                                 << base_lrs_.size());
+  EMBER_CHECK(groups.size() == base_lrs_.size(),
+              "LRScheduler.step: the optimizer has "
+                  << groups.size() << " parameter groups, but the scheduler was made for " << base_lrs_.size());
   for (size_t g = 0; g < groups.size(); ++g) groups[g].set_lr(lr_at(g, epoch));
 }
 
@@ -33,10 +33,9 @@ SchedulerStateDict LRScheduler::state_dict() const { return {last_epoch_, base_l
 void LRScheduler::load_state_dict(const SchedulerStateDict& sd) {
   const size_t groups = optimizer_.param_groups().size();
   EMBER_CHECK(sd.base_lrs.size() == groups && sd.last_lrs.size() == groups,
-              "LRScheduler.load_state_dict: the state dict has " << sd.base_lrs.size() << " base lrs and "
-                                                                 << sd.last_lrs.size()
-                                                                 << " last lrs, but the optimizer has " << groups
-                                                                 << " parameter groups");
+              "LRScheduler.load_state_dict: the state dict has "
+                  << sd.base_lrs.size() << " base lrs and " << sd.last_lrs.size() << " last lrs, but the optimizer has "
+                  << groups << " parameter groups");
   last_epoch_ = sd.last_epoch;
   base_lrs_ = sd.base_lrs;
   last_lrs_ = sd.last_lrs;
@@ -63,7 +62,8 @@ CosineAnnealingLR::CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double
 }
 
 double CosineAnnealingLR::lr_at(size_t group, int64_t epoch) const {
-  return eta_min_ + (base_lrs_[group] - eta_min_) * (1 + std::cos(std::numbers::pi * double(epoch) / double(t_max_))) / 2;
+  return eta_min_ +
+         (base_lrs_[group] - eta_min_) * (1 + std::cos(std::numbers::pi * double(epoch) / double(t_max_))) / 2;
 }
 
 // ---------------- LinearLR ----------------
@@ -95,17 +95,16 @@ OneCycleLR::OneCycleLR(Optimizer& optimizer, std::vector<double> max_lrs, int64_
   EMBER_CHECK(total_steps > 0, "OneCycleLR: expected a positive total_steps, but got " << total_steps);
   EMBER_CHECK(o.pct_start >= 0 && o.pct_start <= 1,
               "OneCycleLR: expected pct_start between 0 and 1, but got " << o.pct_start);
-  EMBER_CHECK(max_lrs_.size() == groups.size(), "OneCycleLR: expected " << groups.size()
-                                                << " values for max_lr (one per parameter group), got "
-                                                << max_lrs_.size());
-  EMBER_CHECK(o.div_factor > 0 && o.final_div_factor > 0, "OneCycleLR: div_factor (" << o.div_factor
-                                                          << ") and final_div_factor (" << o.final_div_factor
-                                                          << ") must be positive");
+  EMBER_CHECK(max_lrs_.size() == groups.size(),
+              "OneCycleLR: expected " << groups.size() << " values for max_lr (one per parameter group), got "
+                                      << max_lrs_.size());
+  EMBER_CHECK(o.div_factor > 0 && o.final_div_factor > 0, "OneCycleLR: div_factor ("
+                                                              << o.div_factor << ") and final_div_factor ("
+                                                              << o.final_div_factor << ") must be positive");
   const double total = double(total_steps);
   if (o.three_phase) {
-    phases_ = {{o.pct_start * total - 1, 0, 1, 1, 0},
-               {2 * o.pct_start * total - 2, 1, 0, 0, 1},
-               {total - 1, 0, 2, 1, 1}};
+    phases_ = {
+        {o.pct_start * total - 1, 0, 1, 1, 0}, {2 * o.pct_start * total - 2, 1, 0, 0, 1}, {total - 1, 0, 2, 1, 1}};
   } else {
     phases_ = {{o.pct_start * total - 1, 0, 1, 1, 0}, {total - 1, 1, 2, 0, 1}};
   }
@@ -118,9 +117,10 @@ OneCycleLR::OneCycleLR(Optimizer& optimizer, std::vector<double> max_lrs, int64_
   if (o.cycle_momentum) {
     const GroupOptions& defaults = optimizer.defaults();
     momentum_key_ = defaults.count("beta1") ? "beta1" : defaults.count("momentum") ? "momentum" : nullptr;
-    EMBER_CHECK(momentum_key_ != nullptr, "OneCycleLR: optimizer " << optimizer.name()
-                                          << " must support momentum or beta1 with cycle_momentum enabled; "
-                                             "pass OneCycleOptions{.cycle_momentum = false}");
+    EMBER_CHECK(momentum_key_ != nullptr, "OneCycleLR: optimizer "
+                                              << optimizer.name()
+                                              << " must support momentum or beta1 with cycle_momentum enabled; "
+                                                 "pass OneCycleOptions{.cycle_momentum = false}");
     for (ParamGroup& g : groups) g.set(momentum_key_, o.max_momentum);
   }
   initial_step();
@@ -156,9 +156,9 @@ double OneCycleLR::lr_at(size_t group, int64_t epoch) const {
 
 void OneCycleLR::apply(int64_t epoch) {
   std::vector<ParamGroup>& groups = optimizer_.param_groups();
-  EMBER_CHECK(groups.size() == max_lrs_.size(), "OneCycleLR.step: the optimizer has " << groups.size()
-                                                << " parameter groups, but the scheduler was made for "
-                                                << max_lrs_.size());
+  EMBER_CHECK(groups.size() == max_lrs_.size(),
+              "OneCycleLR.step: the optimizer has "
+                  << groups.size() << " parameter groups, but the scheduler was made for " << max_lrs_.size());
   auto [phase, pct] = locate(epoch);
   const double momenta[2] = {options_.base_momentum, options_.max_momentum};
   for (size_t g = 0; g < groups.size(); ++g) {

@@ -133,7 +133,7 @@ class OneCycleLR : public LRScheduler {
  private:
   struct Phase {
     double end_step;
-    int start_lr, end_lr;  // 0: initial lr, 1: max lr, 2: min lr
+    int start_lr, end_lr;              // 0: initial lr, 1: max lr, 2: min lr
     int start_momentum, end_momentum;  // 0: base, 1: max momentum
   };
   // The phase of `epoch` and the fraction of it done.

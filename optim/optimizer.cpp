@@ -49,12 +49,13 @@ double ParamGroup::get(const std::string& name) const {
 
 void ParamGroup::set(const std::string& name, double value) {
   auto it = options.find(name);
-  EMBER_CHECK(it != options.end(), "ParamGroup: cannot set option \"" << name << "\"; the group has "
-                                                                      << option_list(options));
+  EMBER_CHECK(it != options.end(),
+              "ParamGroup: cannot set option \"" << name << "\"; the group has " << option_list(options));
   it->second = value;
 }
 
-Optimizer::Optimizer(std::string name, GroupOptions defaults) : name_(std::move(name)), defaults_(std::move(defaults)) {}
+Optimizer::Optimizer(std::string name, GroupOptions defaults)
+    : name_(std::move(name)), defaults_(std::move(defaults)) {}
 
 void Optimizer::init_groups(std::vector<ParamGroup> groups) {
   size_t count = 0;
@@ -65,8 +66,8 @@ void Optimizer::init_groups(std::vector<ParamGroup> groups) {
 
 void Optimizer::check_group(const GroupOptions& options) const {
   for (const auto& [key, value] : options) {
-    EMBER_CHECK(defaults_.count(key), name_ << ": unknown option \"" << key << "\"; its options are "
-                                            << option_list(defaults_));
+    EMBER_CHECK(defaults_.count(key),
+                name_ << ": unknown option \"" << key << "\"; its options are " << option_list(defaults_));
   }
   check_options(options);
 }
@@ -246,17 +247,17 @@ void Optimizer::add_replay_check(int device, const ParamGroup& group) const {
   const size_t index = size_t(&group - groups_.data());
   cuda::detail::add_replay_check(device, [self = this, alive = std::weak_ptr<const bool>(alive_), name = name_, index,
                                           captured = group.options] {
-    EMBER_CHECK(!alive.expired(), "cuda::Graph::replay: the " << name << " optimizer whose step the graph captured "
+    EMBER_CHECK(!alive.expired(), "cuda::Graph::replay: the " << name
+                                                              << " optimizer whose step the graph captured "
                                                                  "was destroyed, and the replay would update its "
                                                                  "freed state; capture the graph again");
     const GroupOptions& now = self->groups_[index].options;
-    EMBER_CHECK(now == captured, "cuda::Graph::replay: the options of " << name << "'s parameter group " << index
-                                                                        << " changed since the capture, from "
-                                                                        << option_list(captured) << " to "
-                                                                        << option_list(now)
-                                                                        << "; a captured step keeps the values it "
-                                                                           "was captured with (a scheduler's new "
-                                                                           "learning rate, say): capture again");
+    EMBER_CHECK(now == captured, "cuda::Graph::replay: the options of "
+                                     << name << "'s parameter group " << index << " changed since the capture, from "
+                                     << option_list(captured) << " to " << option_list(now)
+                                     << "; a captured step keeps the values it "
+                                        "was captured with (a scheduler's new "
+                                        "learning rate, say): capture again");
   });
 }
 
@@ -329,9 +330,8 @@ void Optimizer::load_state_dict(const OptimizerStateDict& sd) {
                                           << " must have one element, but is " << describe(t));
         converted[name] = detached_copy(t, p.device(), DType::Int64).reshape({});
       } else {
-        EMBER_CHECK(t.shape() == p.shape(), name_ << ".load_state_dict: state \"" << name << "\" of parameter "
-                                                  << index << " is " << describe(t) << ", but the parameter is "
-                                                  << describe(p));
+        EMBER_CHECK(t.shape() == p.shape(), name_ << ".load_state_dict: state \"" << name << "\" of parameter " << index
+                                                  << " is " << describe(t) << ", but the parameter is " << describe(p));
         converted[name] = copy_like(t.to(p.device(), optim_state_dtype(p.dtype())), p);
       }
     }

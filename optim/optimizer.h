@@ -47,8 +47,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/tensor.h"
 #include "core/ops/optimizer_kernels.h"
+#include "core/tensor.h"
 
 namespace ember::optim {
 
@@ -60,8 +60,7 @@ struct ParamGroup {
   GroupOptions options;  // overrides of the optimizer's defaults
 
   ParamGroup() = default;
-  ParamGroup(TensorList params, GroupOptions options = {})
-      : params(std::move(params)), options(std::move(options)) {}
+  ParamGroup(TensorList params, GroupOptions options = {}) : params(std::move(params)), options(std::move(options)) {}
 
   // An ember::Error naming the option and the group's options if absent.
   double get(const std::string& name) const;

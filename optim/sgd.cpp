@@ -4,11 +4,15 @@
 namespace ember::optim {
 
 GroupOptions SGDOptions::to_map() const {
-  return {{"lr", lr}, {"momentum", momentum}, {"dampening", dampening}, {"weight_decay", weight_decay},
+  return {{"lr", lr},
+          {"momentum", momentum},
+          {"dampening", dampening},
+          {"weight_decay", weight_decay},
           {"nesterov", nesterov ? 1.0 : 0.0}};
 }
 
-SGD::SGD(TensorList params, SGDOptions options) : SGD(std::vector<ParamGroup>{ParamGroup(std::move(params))}, options) {}
+SGD::SGD(TensorList params, SGDOptions options)
+    : SGD(std::vector<ParamGroup>{ParamGroup(std::move(params))}, options) {}
 
 SGD::SGD(std::vector<ParamGroup> groups, SGDOptions defaults) : Optimizer("SGD", defaults.to_map()) {
   init_groups(std::move(groups));

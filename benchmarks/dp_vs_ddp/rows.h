@@ -31,14 +31,15 @@
 namespace ember::bench {
 
 inline constexpr const char* kCsvHeader =
-    "framework,model,model_shape,parameters,mode,precision,devices,hardware,batch_per_device,unit,throughput,efficiency,"
+    "framework,model,model_shape,parameters,mode,precision,devices,hardware,batch_per_device,unit,throughput,"
+    "efficiency,"
     "step_ms_median,step_ms_p95,peak_mib_dev0,peak_mib_other_max,peak_mib_all,ddp_sync_ms,ddp_no_sync_ms,"
     "allreduce_ms,hidden_fraction";
 
 struct DdpOverlap {
-  double sync_ms = 0;      // the DDP step
-  double no_sync_ms = 0;   // the same step under no_sync(): no gradient communication
-  double allreduce_ms = 0; // the gradient buckets all-reduced alone
+  double sync_ms = 0;       // the DDP step
+  double no_sync_ms = 0;    // the same step under no_sync(): no gradient communication
+  double allreduce_ms = 0;  // the gradient buckets all-reduced alone
 
   // The fraction of the all-reduce time that the step does not show;
   // none when the all-reduce took no measurable time.
@@ -77,9 +78,10 @@ inline std::string joined(const std::vector<double>& values, const char* separat
 }  // namespace detail
 
 inline void print_table_header(const char* unit) {
-  std::printf("| model | mode | precision | devices | %s/s | efficiency | step ms median | step ms p95 | "
-              "peak MiB per device | DDP ms: sync / no_sync / all-reduce | all-reduce hidden |\n",
-              unit);
+  std::printf(
+      "| model | mode | precision | devices | %s/s | efficiency | step ms median | step ms p95 | "
+      "peak MiB per device | DDP ms: sync / no_sync / all-reduce | all-reduce hidden |\n",
+      unit);
   std::printf("|---|---|---|---:|---:|---:|---:|---:|---|---|---:|\n");
 }
 
@@ -124,11 +126,11 @@ inline void append_csv(const std::string& path, const CsvContext& c, const Row& 
     if (r.ddp->hidden()) hidden = fixed(*r.ddp->hidden(), 3);
   }
   std::fprintf(f, "ember,%s,%s,%lld,%s,%s,%d,%s,%lld,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", c.model.c_str(),
-               c.model_shape.c_str(), static_cast<long long>(c.parameters), r.mode.c_str(), r.precision.c_str(), r.devices, c.hardware.c_str(),
-               static_cast<long long>(c.batch_per_device), c.unit.c_str(), fixed(r.throughput, 1).c_str(),
-               fixed(r.efficiency, 3).c_str(), fixed(r.median_ms, 3).c_str(), fixed(r.p95_ms, 3).c_str(),
-               mem0.c_str(), mem_other.c_str(), mem_all.c_str(), sync.c_str(), no_sync.c_str(), allreduce.c_str(),
-               hidden.c_str());
+               c.model_shape.c_str(), static_cast<long long>(c.parameters), r.mode.c_str(), r.precision.c_str(),
+               r.devices, c.hardware.c_str(), static_cast<long long>(c.batch_per_device), c.unit.c_str(),
+               fixed(r.throughput, 1).c_str(), fixed(r.efficiency, 3).c_str(), fixed(r.median_ms, 3).c_str(),
+               fixed(r.p95_ms, 3).c_str(), mem0.c_str(), mem_other.c_str(), mem_all.c_str(), sync.c_str(),
+               no_sync.c_str(), allreduce.c_str(), hidden.c_str());
   EMBER_CHECK(std::fclose(f) == 0, "dp_vs_ddp: writing --csv " << path << " failed");
 }
 

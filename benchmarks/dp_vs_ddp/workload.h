@@ -31,9 +31,9 @@
 namespace ember::bench {
 
 struct Precision {
-  std::string name;                  // "fp32", "amp-fp16", "amp-bf16"
-  std::optional<DType> autocast;     // the autocast dtype; none for fp32
-  bool loss_scaling = false;         // a GradScaler (float16)
+  std::string name;               // "fp32", "amp-fp16", "amp-bf16"
+  std::optional<DType> autocast;  // the autocast dtype; none for fp32
+  bool loss_scaling = false;      // a GradScaler (float16)
 
   // "fp32" or "amp" on a device of `type`.
   static Precision of(const std::string& choice, DeviceType type) {

@@ -62,17 +62,20 @@ TensorList root_gradients(const TensorList& roots, const TensorList& grads, bool
   for (size_t i = 0; i < roots.size(); ++i) {
     const Tensor& r = roots[i];
     EMBER_CHECK(r.defined(), "backward: tensor " << i << " is undefined");
-    EMBER_CHECK(r.requires_grad(), "backward: element " << i << " of tensors does not require grad and does not "
+    EMBER_CHECK(r.requires_grad(), "backward: element " << i
+                                                        << " of tensors does not require grad and does not "
                                                            "have a grad_fn (was it made under NoGradGuard, or from "
                                                            "tensors without requires_grad?)");
     if (!grads.empty() && grads[i].defined()) {
       EMBER_CHECK(grads[i].shape() == r.shape(), "backward: the gradient has shape " << shape_str(grads[i].shape())
-                                                     << " but the tensor has shape " << shape_str(r.shape()));
+                                                                                     << " but the tensor has shape "
+                                                                                     << shape_str(r.shape()));
       out.push_back(grads[i]);
     } else {
-      EMBER_CHECK(r.numel() == 1, "backward: grad can be implicitly created only for one-element outputs, but "
-                                  "the tensor has shape " << shape_str(r.shape())
-                                                          << "; pass a gradient of that shape");
+      EMBER_CHECK(r.numel() == 1,
+                  "backward: grad can be implicitly created only for one-element outputs, but "
+                  "the tensor has shape "
+                      << shape_str(r.shape()) << "; pass a gradient of that shape");
       out.push_back(make_ones ? ones(r.shape(), r.dtype(), r.device()) : Tensor());
     }
   }
@@ -229,8 +232,8 @@ TensorList run(const TensorList& roots, const TensorList& grads, bool retain_gra
   for (const Tensor& r : roots) root_edges.push_back(gradient_edge(r));
   Walk walk;
   walk.deps = count_dependencies(root_edges);
-  const std::unordered_set<Node*> needed = capturing ? nodes_above_captures(root_edges, captures)
-                                                     : std::unordered_set<Node*>();
+  const std::unordered_set<Node*> needed =
+      capturing ? nodes_above_captures(root_edges, captures) : std::unordered_set<Node*>();
 
   std::vector<std::shared_ptr<Node>> keep_alive;  // roots' nodes, for the whole run
   for (size_t i = 0; i < roots.size(); ++i) {
@@ -265,8 +268,9 @@ TensorList run(const TensorList& roots, const TensorList& grads, bool retain_gra
 }  // namespace
 
 void queue_callback(std::function<void()> callback) {
-  EMBER_CHECK(current_pass != nullptr, "autograd::queue_callback: no backward pass is running on this thread; queue "
-                                       "callbacks from inside a backward (a hook or a node), to run when it ends");
+  EMBER_CHECK(current_pass != nullptr,
+              "autograd::queue_callback: no backward pass is running on this thread; queue "
+              "callbacks from inside a backward (a hook or a node), to run when it ends");
   EMBER_CHECK(callback != nullptr, "autograd::queue_callback: the callback is empty");
   current_pass->callbacks.push_back(std::move(callback));
 }
@@ -278,8 +282,8 @@ void backward(const TensorList& roots, const TensorList& grad_roots, bool retain
   run(roots, grad_roots, retain_graph || create_graph, create_graph, {}, 0);
 }
 
-TensorList grad(const TensorList& outputs, const TensorList& inputs, const TensorList& grad_outputs,
-                bool retain_graph, bool create_graph, bool allow_unused) {
+TensorList grad(const TensorList& outputs, const TensorList& inputs, const TensorList& grad_outputs, bool retain_graph,
+                bool create_graph, bool allow_unused) {
   std::vector<Capture> captures;
   std::vector<std::shared_ptr<Node>> keep;
   for (size_t i = 0; i < inputs.size(); ++i) {

@@ -58,10 +58,11 @@ Tensor SavedTensor::unpack(const char* node) const {
   } else {
     EMBER_CHECK(!tensor_.defined() || tensor_.version() == version_,
                 "autograd: one of the tensors needed for gradient computation has been modified by an in-place "
-                "operation: " << node << " saved a tensor of shape " << shape_str(tensor_.shape()) << " ("
-                              << dtype_name(tensor_.dtype()) << ", " << tensor_.device() << ") at version "
-                              << version_ << "; it is now at version " << tensor_.version()
-                              << ". Use the out-of-place op, or clone() the tensor before changing it");
+                "operation: "
+                    << node << " saved a tensor of shape " << shape_str(tensor_.shape()) << " ("
+                    << dtype_name(tensor_.dtype()) << ", " << tensor_.device() << ") at version " << version_
+                    << "; it is now at version " << tensor_.version()
+                    << ". Use the out-of-place op, or clone() the tensor before changing it");
     t = tensor_;
   }
   if (is_output_ && running_node != nullptr && GradMode::is_enabled() && t.defined() && is_floating(t.dtype())) {
@@ -83,7 +84,8 @@ TensorList FunctionNode::apply(TensorList&& grads) {
   bool any = false;
   for (const Tensor& g : grads) any = any || g.defined();
   if (!any) return TensorList(inputs_.size());
-  EMBER_CHECK(fn_ != nullptr, "autograd: trying to backward through " << name_
+  EMBER_CHECK(fn_ != nullptr, "autograd: trying to backward through "
+                                  << name_
                                   << " a second time, after its saved tensors were freed. Pass retain_graph=true "
                                      "to the first backward() if you need to backward twice");
   TensorList out;
@@ -91,8 +93,8 @@ TensorList FunctionNode::apply(TensorList&& grads) {
     RunningNodeScope scope(this);
     out = fn_(grads);
   }
-  EMBER_CHECK(out.size() == inputs_.size(), "autograd: " << name_ << " returned " << out.size()
-                                                         << " gradients for " << inputs_.size() << " inputs");
+  EMBER_CHECK(out.size() == inputs_.size(),
+              "autograd: " << name_ << " returned " << out.size() << " gradients for " << inputs_.size() << " inputs");
   for (size_t i = 0; i < out.size(); ++i) {
     if (!out[i].defined() || !next_edges_[i].valid()) continue;
     const InputMeta& m = inputs_[i];

@@ -6,8 +6,8 @@
 
 #include "core/autograd/accumulate_grad.h"
 #include "core/autograd/engine.h"
-#include "core/ops.h"
 #include "core/grad_mode.h"
+#include "core/ops.h"
 
 namespace ember {
 
@@ -105,8 +105,9 @@ void Tensor::set_grad(const Tensor& g) {
   if (g.defined()) {
     EMBER_CHECK(g.shape() == shape() && g.dtype() == dtype() && g.device() == device(),
                 "set_grad: the gradient (shape " << shape_str(g.shape()) << ", " << dtype_name(g.dtype()) << ", "
-                                                 << g.device() << ") must match the tensor (shape " << shape_str(shape())
-                                                 << ", " << dtype_name(dtype()) << ", " << device() << ")");
+                                                 << g.device() << ") must match the tensor (shape "
+                                                 << shape_str(shape()) << ", " << dtype_name(dtype()) << ", "
+                                                 << device() << ")");
   }
   autograd::meta(*this).grad = g;
 }
@@ -160,8 +161,9 @@ void Tensor::remove_hook(size_t handle) {
 }
 
 size_t Tensor::register_post_accumulate_grad_hook(PostAccumulateGradHook fn) {
-  EMBER_CHECK(is_leaf() && requires_grad(), "register_post_accumulate_grad_hook: only leaf tensors that require grad "
-                                            "accept post-accumulate-grad hooks");
+  EMBER_CHECK(is_leaf() && requires_grad(),
+              "register_post_accumulate_grad_hook: only leaf tensors that require grad "
+              "accept post-accumulate-grad hooks");
   autograd::meta(*this).post_accumulate_hooks.push_back(std::move(fn));
   return autograd::meta(*this).post_accumulate_hooks.size();
 }

@@ -97,7 +97,7 @@ struct AutogradMeta {
   std::vector<Tensor::PostAccumulateGradHook> post_accumulate_hooks;
 };
 
-AutogradMeta& meta(const Tensor& t);            // creates it if missing
+AutogradMeta& meta(const Tensor& t);           // creates it if missing
 const AutogradMeta* meta_if(const Tensor& t);  // null if none
 
 // Where the gradient of t goes (its grad_fn, or its leaf accumulator).

@@ -15,8 +15,8 @@
 namespace ember::cuda {
 namespace {
 
-using detail::DeviceCache;
 using detail::device_cache;
+using detail::DeviceCache;
 
 // DataPtr's deleter is a plain function pointer, so each device gets its own:
 // a free goes straight to its device's cache.
@@ -93,8 +93,9 @@ void record_stream(const void* ptr, Stream stream) {
 
 void record_stream(const Storage& storage, Stream stream) {
   EMBER_CHECK(storage.device().is_cuda() && storage.device().index == stream.device(),
-              "record_stream: the storage is on " << storage.device() << " but the stream is on cuda:"
-                                                  << stream.device() << "; a stream can only use memory of its own device");
+              "record_stream: the storage is on " << storage.device()
+                                                  << " but the stream is on cuda:" << stream.device()
+                                                  << "; a stream can only use memory of its own device");
   if (storage.data() != nullptr) record_stream(storage.data(), stream);
 }
 

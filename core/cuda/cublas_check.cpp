@@ -21,8 +21,7 @@ void throw_cublas_error(cublasStatus_t status, const char* expr, const char* fil
     case CUBLAS_STATUS_EXECUTION_FAILED:
       hint = " A GPU kernel failed; rerun with EMBER_LAUNCH_BLOCKING=1 to find the op.";
       break;
-    default:
-      break;
+    default: break;
   }
   ember::detail::throw_error(std::string("cuBLAS error ") + cublasGetStatusName(status) + " (" +
                                  cublasGetStatusString(status) + ") in `" + expr + "`." + hint,

@@ -24,10 +24,8 @@ bool is_sticky(cudaError_t err) {
     case cudaErrorInvalidAddressSpace:
     case cudaErrorInvalidPc:
     case cudaErrorECCUncorrectable:
-    case cudaErrorLaunchTimeout:
-      return true;
-    default:
-      return false;
+    case cudaErrorLaunchTimeout: return true;
+    default: return false;
   }
 }
 
@@ -46,8 +44,7 @@ std::string advice(cudaError_t err) {
     case cudaErrorStubLibrary:
       return " No usable CUDA driver or GPU was found: run on a machine with an NVIDIA GPU and driver, check "
              "CUDA_VISIBLE_DEVICES, or keep tensors on the CPU.";
-    case cudaErrorMemoryAllocation:
-      return " Lower the batch size or use activation checkpointing.";
+    case cudaErrorMemoryAllocation: return " Lower the batch size or use activation checkpointing.";
     case cudaErrorStreamCaptureUnsupported:
     case cudaErrorStreamCaptureInvalidated:
     case cudaErrorStreamCaptureImplicit:
@@ -62,8 +59,7 @@ std::string advice(cudaError_t err) {
     case cudaErrorNoKernelImageForDevice:
       return " ember was not compiled for this GPU's architecture: rebuild with -DCMAKE_CUDA_ARCHITECTURES set to "
              "its compute capability (90 for H100/H200).";
-    default:
-      return "";
+    default: return "";
   }
 }
 
@@ -93,7 +89,8 @@ void check_launch(cudaError_t err, const char* file, int line) {
   if (err != cudaSuccess) throw_cuda_error(err, "kernel launch", file, line);
   if (is_capturing()) return;  // nothing runs until a replay, which synchronizes under launch blocking
   err = cudaStreamSynchronize(current_stream().handle());
-  if (err != cudaSuccess) throw_cuda_error(err, "kernel execution (synchronized by EMBER_LAUNCH_BLOCKING=1)", file, line);
+  if (err != cudaSuccess)
+    throw_cuda_error(err, "kernel execution (synchronized by EMBER_LAUNCH_BLOCKING=1)", file, line);
 }
 
 }  // namespace ember::cuda::detail

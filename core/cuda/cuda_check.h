@@ -29,16 +29,16 @@ void check_launch(cudaError_t err, const char* file, int line);
 
 }  // namespace ember::cuda::detail
 
-#define EMBER_CUDA_CHECK(expr)                                                          \
-  do {                                                                                  \
-    const cudaError_t ember_cuda_err_ = (expr);                                         \
-    if (ember_cuda_err_ != cudaSuccess) [[unlikely]]                                    \
+#define EMBER_CUDA_CHECK(expr)                                                             \
+  do {                                                                                     \
+    const cudaError_t ember_cuda_err_ = (expr);                                            \
+    if (ember_cuda_err_ != cudaSuccess) [[unlikely]]                                       \
       ::ember::cuda::detail::throw_cuda_error(ember_cuda_err_, #expr, __FILE__, __LINE__); \
   } while (0)
 
-#define EMBER_CUDA_CHECK_LAUNCH()                                                       \
-  do {                                                                                  \
-    const cudaError_t ember_cuda_err_ = cudaGetLastError();                             \
+#define EMBER_CUDA_CHECK_LAUNCH()                                                                \
+  do {                                                                                           \
+    const cudaError_t ember_cuda_err_ = cudaGetLastError();                                      \
     if (ember_cuda_err_ != cudaSuccess || ::ember::cuda::detail::launch_blocking()) [[unlikely]] \
-      ::ember::cuda::detail::check_launch(ember_cuda_err_, __FILE__, __LINE__);         \
+      ::ember::cuda::detail::check_launch(ember_cuda_err_, __FILE__, __LINE__);                  \
   } while (0)

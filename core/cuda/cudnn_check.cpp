@@ -14,8 +14,9 @@ void throw_cudnn_error(cudnnStatus_t status, const char* expr, const char* file,
   std::string message = std::string("cuDNN error ") + cudnnGetErrorString(status) + " in `" + expr + "`";
   if (detail[0] != '\0') message += ": " + std::string(detail);
   if (status == CUDNN_STATUS_NOT_SUPPORTED) {
-    message += ". cuDNN has no engine for this configuration (layout, dtype, alignment); fall back to another "
-               "algorithm or make the inputs contiguous";
+    message +=
+        ". cuDNN has no engine for this configuration (layout, dtype, alignment); fall back to another "
+        "algorithm or make the inputs contiguous";
   }
   ember::detail::throw_error(message + ".", file, line);
 }

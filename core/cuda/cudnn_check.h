@@ -11,9 +11,9 @@ namespace ember::cuda::detail {
 [[noreturn]] void throw_cudnn_error(cudnnStatus_t status, const char* expr, const char* file, int line);
 }  // namespace ember::cuda::detail
 
-#define EMBER_CUDNN_CHECK(expr)                                                              \
-  do {                                                                                       \
-    const cudnnStatus_t ember_cudnn_status_ = (expr);                                        \
-    if (ember_cudnn_status_ != CUDNN_STATUS_SUCCESS) [[unlikely]]                            \
+#define EMBER_CUDNN_CHECK(expr)                                                                 \
+  do {                                                                                          \
+    const cudnnStatus_t ember_cudnn_status_ = (expr);                                           \
+    if (ember_cudnn_status_ != CUDNN_STATUS_SUCCESS) [[unlikely]]                               \
       ::ember::cuda::detail::throw_cudnn_error(ember_cudnn_status_, #expr, __FILE__, __LINE__); \
   } while (0)

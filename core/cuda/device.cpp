@@ -63,7 +63,8 @@ std::string visible_devices_env() {
 
 void check_device(int device) {
   const DeviceCount& c = counted();
-  if (device >= 0 && device < c.count) [[likely]] return;
+  if (device >= 0 && device < c.count) [[likely]]
+    return;
   if (c.count == 0) {
     EMBER_FAIL("Invalid device id " << device << ": no CUDA device is visible (CUDA_VISIBLE_DEVICES="
                                     << visible_devices_env() << "; " << c.why_none

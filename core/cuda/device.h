@@ -32,15 +32,15 @@ void set_device(int device);
 void synchronize(int device = -1);
 
 struct DeviceProperties {
-  std::string name;                      // "NVIDIA H200"
-  size_t total_memory = 0;               // bytes
+  std::string name;         // "NVIDIA H200"
+  size_t total_memory = 0;  // bytes
   int multiprocessor_count = 0;
-  int major = 0;                         // compute capability major.minor
+  int major = 0;  // compute capability major.minor
   int minor = 0;
-  int l2_cache_size = 0;                 // bytes
+  int l2_cache_size = 0;                     // bytes
   size_t shared_memory_per_block_optin = 0;  // bytes a block can opt in to
-  std::string pci_bus_id;                // "0000:65:00.0" (domain:bus:device.function)
-  std::string uuid;                      // "GPU-8f3e0c1a-..." (nvidia-smi -L's form; a MIG instance's own)
+  std::string pci_bus_id;                    // "0000:65:00.0" (domain:bus:device.function)
+  std::string uuid;                          // "GPU-8f3e0c1a-..." (nvidia-smi -L's form; a MIG instance's own)
 };
 // Read once per device and cached.
 const DeviceProperties& properties(int device = -1);

@@ -17,12 +17,12 @@
 namespace ember::cuda::detail {
 namespace {
 
-constexpr size_t kMinBlockSize = 512;         // every size rounds up to a multiple of this
-constexpr size_t kSmallSize = 1 << 20;        // requests up to this use the small pool
-constexpr size_t kSmallBuffer = 2 << 20;      // segment size of the small pool
-constexpr size_t kMinLargeAlloc = 10 << 20;   // large requests under this share a segment
-constexpr size_t kLargeBuffer = 20 << 20;     // the segment they share
-constexpr size_t kRoundLarge = 2 << 20;       // larger requests round up to this
+constexpr size_t kMinBlockSize = 512;        // every size rounds up to a multiple of this
+constexpr size_t kSmallSize = 1 << 20;       // requests up to this use the small pool
+constexpr size_t kSmallBuffer = 2 << 20;     // segment size of the small pool
+constexpr size_t kMinLargeAlloc = 10 << 20;  // large requests under this share a segment
+constexpr size_t kLargeBuffer = 20 << 20;    // the segment they share
+constexpr size_t kRoundLarge = 2 << 20;      // larger requests round up to this
 
 size_t round_size(size_t nbytes) {
   return nbytes < kMinBlockSize ? kMinBlockSize : (nbytes + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize;
@@ -261,9 +261,9 @@ void DeviceCache::throw_out_of_memory(size_t requested, size_t segment) {
   std::ostringstream msg;
   msg << "CUDA out of memory: tried to allocate " << format_bytes(requested) << " (" << requested << " bytes";
   if (segment > round_size(requested)) msg << ", in a new cache segment of " << format_bytes(segment);
-  msg << ") on cuda:" << device_ << ". The device has "
-      << format_bytes(total_bytes) << " in total, of which " << format_bytes(free_bytes) << " is free; ember has "
-      << format_bytes(stats_.allocated) << " allocated to tensors and " << format_bytes(stats_.reserved)
+  msg << ") on cuda:" << device_ << ". The device has " << format_bytes(total_bytes) << " in total, of which "
+      << format_bytes(free_bytes) << " is free; ember has " << format_bytes(stats_.allocated)
+      << " allocated to tensors and " << format_bytes(stats_.reserved)
       << " reserved in its cache (already released what it could and retried). ";
   if (requested > total_bytes) {
     msg << "The request alone is larger than the device. ";
@@ -337,8 +337,7 @@ std::string DeviceCache::summary() {
       << "  cached free " << format_bytes(cached) << " in " << free_blocks << " blocks (largest "
       << format_bytes(largest) << "), " << pending_count_ << " waiting for other streams\n"
       << "  cudaMalloc " << s.num_device_allocs << ", cudaFree " << s.num_device_frees
-      << ", retries after freeing the cache " << s.num_alloc_retries << ", out-of-memory errors " << s.num_ooms
-      << "\n";
+      << ", retries after freeing the cache " << s.num_alloc_retries << ", out-of-memory errors " << s.num_ooms << "\n";
   return out.str();
 }
 

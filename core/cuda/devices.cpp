@@ -13,8 +13,8 @@
 #include <tuple>
 
 #include "core/cuda/device.h"
-#include "core/error.h"
 #include "core/cuda/nvml.h"
+#include "core/error.h"
 
 namespace ember::cuda {
 namespace {
@@ -169,10 +169,8 @@ std::vector<VisibleDevice> visible_devices() {
       }
     }
     if (v.physical < 0) {
-      if (!env)
-        v.physical = int(i);
-      else if (i < entries.size() && entries[i].kind == VisibleEntry::Kind::Index)
-        v.physical = entries[i].index;
+      if (!env) v.physical = int(i);
+      else if (i < entries.size() && entries[i].kind == VisibleEntry::Kind::Index) v.physical = entries[i].index;
     }
     out.push_back(std::move(v));
   }

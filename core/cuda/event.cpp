@@ -35,9 +35,9 @@ void Event::record(Stream stream) {
     EMBER_CUDA_CHECK(cudaEventCreateWithFlags(&event_, enable_timing_ ? cudaEventDefault : cudaEventDisableTiming));
     device_ = stream.device();
   }
-  EMBER_CHECK(stream.device() == device_, "Event::record: the event belongs to cuda:"
-                                              << device_ << " but the stream is on cuda:" << stream.device()
-                                              << "; use one Event per device");
+  EMBER_CHECK(stream.device() == device_,
+              "Event::record: the event belongs to cuda:" << device_ << " but the stream is on cuda:" << stream.device()
+                                                          << "; use one Event per device");
   EMBER_CUDA_CHECK(cudaEventRecord(event_, stream.handle()));
 }
 
@@ -67,9 +67,8 @@ void Event::synchronize() const {
 float Event::elapsed_time(const Event& end) const {
   EMBER_CHECK(enable_timing_ && end.enable_timing_,
               "Event::elapsed_time: both events must be created with Event(/*enable_timing=*/true)");
-  EMBER_CHECK(recorded() && end.recorded(),
-              "Event::elapsed_time: both events must be recorded first (the " << (recorded() ? "end" : "start")
-                                                                             << " event was not)");
+  EMBER_CHECK(recorded() && end.recorded(), "Event::elapsed_time: both events must be recorded first (the "
+                                                << (recorded() ? "end" : "start") << " event was not)");
   synchronize();
   end.synchronize();
   float ms = 0.0f;

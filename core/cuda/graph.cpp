@@ -157,8 +157,8 @@ void Graph::capture(const std::function<void()>& work) {
     const cudaError_t err = cudaStreamEndCapture(g.stream, &graph);
     if (err != cudaSuccess) {
       cudaGetLastError();
-      EMBER_FAIL("Graph::capture on cuda:" << d << ": CUDA abandoned the capture (" << cudaGetErrorName(err)
-                                           << ": " << cudaGetErrorString(err)
+      EMBER_FAIL("Graph::capture on cuda:" << d << ": CUDA abandoned the capture (" << cudaGetErrorName(err) << ": "
+                                           << cudaGetErrorString(err)
                                            << "): the work made a call that cannot be captured, such as work on "
                                               "another stream not joined back to the capture");
     }
@@ -180,8 +180,8 @@ void Graph::capture(const std::function<void()>& work) {
 
 void Graph::replay() {
   Impl& g = *impl_;
-  EMBER_CHECK(g.exec != nullptr, "Graph::replay: nothing is captured on cuda:" << g.device
-                                                                             << "; call capture(work) first");
+  EMBER_CHECK(g.exec != nullptr,
+              "Graph::replay: nothing is captured on cuda:" << g.device << "; call capture(work) first");
   EMBER_CHECK(tls_capture[g.device] == nullptr,
               "Graph::replay inside a capture on cuda:" << g.device << ": replay the graph outside capture(work)");
   for (const std::function<void()>& check : g.checks) check();
@@ -226,7 +226,8 @@ bool is_capturing(int device) { return tls_capture[resolve(device)] != nullptr; 
 namespace detail {
 
 void check_not_capturing(int device, const char* what, const char* why) {
-  if (tls_capture[device] == nullptr) [[likely]] return;
+  if (tls_capture[device] == nullptr) [[likely]]
+    return;
   EMBER_FAIL(what << " cannot run while a CUDA graph is captured on cuda:" << device << " (cuda::Graph::capture): "
                   << why << ". Move it out of the captured work; the capture was abandoned");
 }
@@ -236,10 +237,10 @@ void add_replay_check(int device, std::function<void()> check) {
   if (g != nullptr) g->checks.push_back(std::move(check));
 }
 
-const uint64_t* captured_random_shift(int device, Generator& generator, const GeneratorState& state,
-                                      uint64_t blocks) {
+const uint64_t* captured_random_shift(int device, Generator& generator, const GeneratorState& state, uint64_t blocks) {
   Graph::Impl* g = tls_capture[device];
-  if (g == nullptr) [[likely]] return nullptr;
+  if (g == nullptr) [[likely]]
+    return nullptr;
   for (CapturedDraws& r : g->draws) {
     if (r.generator != &generator) continue;
     // Activation checkpointing restores a state and draws again: the range

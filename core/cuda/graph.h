@@ -107,8 +107,7 @@ void add_replay_check(int device, std::function<void()> check);
 // by a captured kernel, and returns the device address of the shift that
 // kernel adds to state.offset (0 in eager runs); each replay stores there
 // the distance from the capture's draws to as many fresh ones. Else null.
-const uint64_t* captured_random_shift(int device, Generator& generator, const GeneratorState& state,
-                                      uint64_t blocks);
+const uint64_t* captured_random_shift(int device, Generator& generator, const GeneratorState& state, uint64_t blocks);
 
 }  // namespace detail
 }  // namespace ember::cuda

@@ -105,7 +105,8 @@ void raise_pending_index_error() {
   for (int device = 0; device < in_use; ++device) {
     const DeviceSlot& s = slots[device];
     PendingIndexError* pending = published_record(s);
-    if (pending_id(pending) == 0) [[likely]] continue;
+    if (pending_id(pending) == 0) [[likely]]
+      continue;
     std::unique_lock<std::mutex> lock(records_mutex);
     const unsigned long long id = pending_id(pending);
     if (id == 0) continue;  // another thread reported it

@@ -18,16 +18,17 @@ namespace ember::cuda::detail {
 [[noreturn]] void throw_nccl_error(ncclResult_t result, const char* expr, const char* file, int line);
 
 inline bool nccl_in_progress(ncclResult_t result, const char* expr, const char* file, int line) {
-  if (result == ncclSuccess) [[likely]] return false;
+  if (result == ncclSuccess) [[likely]]
+    return false;
   if (result == ncclInProgress) return true;
   throw_nccl_error(result, expr, file, line);
 }
 }  // namespace ember::cuda::detail
 
-#define EMBER_NCCL_CHECK(expr)                                                             \
-  do {                                                                                     \
-    const ncclResult_t ember_nccl_result_ = (expr);                                        \
-    if (ember_nccl_result_ != ncclSuccess) [[unlikely]]                                    \
+#define EMBER_NCCL_CHECK(expr)                                                                \
+  do {                                                                                        \
+    const ncclResult_t ember_nccl_result_ = (expr);                                           \
+    if (ember_nccl_result_ != ncclSuccess) [[unlikely]]                                       \
       ::ember::cuda::detail::throw_nccl_error(ember_nccl_result_, #expr, __FILE__, __LINE__); \
   } while (0)
 

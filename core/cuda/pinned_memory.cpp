@@ -127,8 +127,8 @@ void free_nothing(void*) {}
 class PinnedAllocator final : public Allocator {
  public:
   DataPtr allocate(size_t nbytes, Device device) override {
-    EMBER_CHECK(device.is_cpu(), "pinned_allocator: pinned memory is host memory; allocate it for kCPU, not "
-                                     << device);
+    EMBER_CHECK(device.is_cpu(),
+                "pinned_allocator: pinned memory is host memory; allocate it for kCPU, not " << device);
     EMBER_CHECK(is_available(), "pinned memory needs a CUDA device, but none is visible (CUDA_VISIBLE_DEVICES="
                                     << visible_devices_env() << "); use ordinary CPU tensors on this machine");
     if (nbytes == 0) return DataPtr(nullptr, &free_nothing);

@@ -29,8 +29,9 @@ std::string visible_devices_env() {
 }
 
 void check_device(int device) {
-  EMBER_FAIL("Invalid device id " << device << ": 0 CUDA devices are visible because this ember was built without "
-                                  "CUDA (EMBER_WITH_CUDA=OFF)");
+  EMBER_FAIL("Invalid device id " << device
+                                  << ": 0 CUDA devices are visible because this ember was built without "
+                                     "CUDA (EMBER_WITH_CUDA=OFF)");
 }
 
 DeviceGuard::DeviceGuard(int device) : original_(0), device_(device) { check_device(device); }

@@ -41,12 +41,12 @@
 namespace ember::amp {
 
 struct ScaleState {
-  int device = 0;                  // CUDA device index (0 on the CPU)
-  float* scale = nullptr;          // ()
-  float* inv_scale = nullptr;      // (): 1 / scale, written after the update
+  int device = 0;              // CUDA device index (0 on the CPU)
+  float* scale = nullptr;      // ()
+  float* inv_scale = nullptr;  // (): 1 / scale, written after the update
   int32_t* growth_tracker = nullptr;
   int64_t* skipped = nullptr;
-  float* found_inf = nullptr;      // read, then reset to 0
+  float* found_inf = nullptr;  // read, then reset to 0
 };
 
 struct ScaleRule {

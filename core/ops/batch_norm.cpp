@@ -26,10 +26,9 @@ using detail::describe;
 
 void check_channel_tensor(const char* what, const Tensor& t, const Tensor& x, DType param_dtype) {
   if (!t.defined()) return;
-  EMBER_CHECK(t.dim() == 1 && t.size(0) == x.size(1), "batch_norm: " << what << " must have shape [" << x.size(1)
-                                                                      << "] (the channels of the input of shape "
-                                                                      << shape_str(x.shape()) << "), but got "
-                                                                      << shape_str(t.shape()));
+  EMBER_CHECK(t.dim() == 1 && t.size(0) == x.size(1),
+              "batch_norm: " << what << " must have shape [" << x.size(1) << "] (the channels of the input of shape "
+                             << shape_str(x.shape()) << "), but got " << shape_str(t.shape()));
   EMBER_CHECK(t.dtype() == param_dtype && t.device() == x.device(),
               "batch_norm: " << what << " is " << describe(t) << " but the input is " << describe(x)
                              << "; convert it with .to(device, dtype)");
@@ -64,8 +63,8 @@ TensorList composed_backward(const Tensor& gy, const Tensor& x, const Tensor& w,
   }
   Tensor xhat = (x - mean) * invstd;
   Tensor gxhat = w.defined() ? gy * per_channel(w, nd) : gy;
-  Tensor dx = training ? invstd * (gxhat - gxhat.mean(dims, true) - xhat * (gxhat * xhat).mean(dims, true))
-                       : gxhat * invstd;
+  Tensor dx =
+      training ? invstd * (gxhat - gxhat.mean(dims, true) - xhat * (gxhat * xhat).mean(dims, true)) : gxhat * invstd;
   return {dx, (gy * xhat).sum(dims), gy.sum(dims)};
 }
 
@@ -75,8 +74,8 @@ TensorList composed_backward(const Tensor& gy, const Tensor& x, const Tensor& w,
 // kept in float32): such an input is normalized in float32 and returned in
 // its own dtype; the input's gradient comes back in its dtype, the
 // parameters' in float32.
-DType param_dtype_for(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
-                      const Tensor& weight, const Tensor& bias) {
+DType param_dtype_for(const Tensor& input, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                      const Tensor& bias) {
   if (input.dtype() != DType::Float16 && input.dtype() != DType::BFloat16) return input.dtype();
   bool any = false, all_float32 = true;
   for (const Tensor* t : {&weight, &bias, &running_mean, &running_var}) {
@@ -95,13 +94,13 @@ int64_t inner_size(const Tensor& x) {
 }
 
 // batch_norm's argument checks; returns the parameters' dtype.
-DType check_batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
-                       const Tensor& weight, const Tensor& bias, bool training, const Tensor& num_batches_tracked) {
+DType check_batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                       const Tensor& bias, bool training, const Tensor& num_batches_tracked) {
   EMBER_CHECK(input.defined(), "batch_norm: got an undefined input");
   EMBER_CHECK(input.dim() >= 2, "batch_norm: expected an input of shape (N, C, *) with at least 2 dims, but got shape "
                                     << shape_str(input.shape()));
-  EMBER_CHECK(is_floating(input.dtype()), "batch_norm: expected a floating input, but got " << describe(input)
-                                                                                          << "; convert with .to(dtype)");
+  EMBER_CHECK(is_floating(input.dtype()),
+              "batch_norm: expected a floating input, but got " << describe(input) << "; convert with .to(dtype)");
   const DType param_dtype = param_dtype_for(input, running_mean, running_var, weight, bias);
   check_channel_tensor("weight", weight, input, param_dtype);
   check_channel_tensor("bias", bias, input, param_dtype);
@@ -118,9 +117,10 @@ DType check_batch_norm(const Tensor& input, const Tensor& running_mean, const Te
                     << describe(num_batches_tracked) << " for input " << describe(input));
   }
   const int64_t n = input.size(0), inner = inner_size(input);
-  EMBER_CHECK(!training || n * inner > 1, "batch_norm: expected more than 1 value per channel when training, but got "
-                                              "an input of shape "
-                                              << shape_str(input.shape()) << " (" << n * inner << " per channel)");
+  EMBER_CHECK(!training || n * inner > 1,
+              "batch_norm: expected more than 1 value per channel when training, but got "
+              "an input of shape "
+                  << shape_str(input.shape()) << " (" << n * inner << " per channel)");
   return param_dtype;
 }
 
@@ -204,9 +204,9 @@ TensorList fused_backward(const BatchNormArgs& forward, const Tensor& g, const T
 
 // Records BatchNormBackward for y: the fused kernel, or under create_graph
 // the composed formulas.
-void record_backward(Tensor& y, const Tensor& input, const Tensor& weight, const Tensor& bias,
-                     const BatchNormArgs& a, const Tensor& save_mean, const Tensor& save_invstd, DType param_dtype,
-                     MemoryFormat format, bool training, double eps) {
+void record_backward(Tensor& y, const Tensor& input, const Tensor& weight, const Tensor& bias, const BatchNormArgs& a,
+                     const Tensor& save_mean, const Tensor& save_invstd, DType param_dtype, MemoryFormat format,
+                     bool training, double eps) {
   autograd::SavedTensor sx(input), sw(weight);
   bool need_x = input.requires_grad(), need_w = weight.defined() && weight.requires_grad(),
        need_b = bias.defined() && bias.requires_grad();
@@ -217,8 +217,8 @@ void record_backward(Tensor& y, const Tensor& input, const Tensor& weight, const
       // In the parameters' dtype: a half input's composed backward runs on
       // its float32 copy, and dx comes back in its own dtype.
       const DType in_dtype = xv.dtype();
-      TensorList d = composed_backward(g[0].to(param_dtype), xv.to(param_dtype), wv, save_mean, save_invstd,
-                                       training, eps);
+      TensorList d =
+          composed_backward(g[0].to(param_dtype), xv.to(param_dtype), wv, save_mean, save_invstd, training, eps);
       return TensorList{need_x ? d[0].to(in_dtype) : Tensor(), need_w ? d[1] : Tensor(), need_b ? d[2] : Tensor()};
     }
     return fused_backward(a, g[0], xv, wv, format, param_dtype, need_x, need_w, need_b);

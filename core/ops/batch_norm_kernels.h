@@ -53,8 +53,8 @@ struct BatchNormArgs {
   void* running_mean = nullptr;
   void* running_var = nullptr;
   void* output = nullptr;
-  void* save_mean = nullptr;    // (c), statistics dtype
-  void* save_invstd = nullptr;  // (c), statistics dtype
+  void* save_mean = nullptr;               // (c), statistics dtype
+  void* save_invstd = nullptr;             // (c), statistics dtype
   int64_t* num_batches_tracked = nullptr;  // () counter, training forward only
   // backward only
   const void* grad_output = nullptr;

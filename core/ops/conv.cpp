@@ -48,14 +48,16 @@ std::string params_str(const ConvParams& p) {
          ", groups " + std::to_string(p.groups);
 }
 
-int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t pad, int64_t d) { return (in + 2 * pad - d * (k - 1) - 1) / s + 1; }
+int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t pad, int64_t d) {
+  return (in + 2 * pad - d * (k - 1) - 1) / s + 1;
+}
 
 void check_conv(const Tensor& x, const Tensor& w, const Tensor& b, const ConvParams& p) {
   EMBER_CHECK(x.defined() && w.defined(), "conv2d: input and weight must be defined tensors");
-  EMBER_CHECK(x.dim() == 4, "conv2d: expected a 4-D input (N, C_in, H, W), but got shape " << shape_str(x.shape())
-                                                                                           << "; add a batch dim with unsqueeze(0)");
-  EMBER_CHECK(w.dim() == 4, "conv2d: expected a 4-D weight (C_out, C_in / groups, kH, kW), but got shape "
-                                << shape_str(w.shape()));
+  EMBER_CHECK(x.dim() == 4, "conv2d: expected a 4-D input (N, C_in, H, W), but got shape "
+                                << shape_str(x.shape()) << "; add a batch dim with unsqueeze(0)");
+  EMBER_CHECK(w.dim() == 4,
+              "conv2d: expected a 4-D weight (C_out, C_in / groups, kH, kW), but got shape " << shape_str(w.shape()));
   EMBER_CHECK(p.groups >= 1, "conv2d: groups must be positive, got " << p.groups);
   for (int i = 0; i < 2; ++i) {
     EMBER_CHECK(p.stride[i] >= 1 && p.dilation[i] >= 1 && p.padding[i] >= 0,
@@ -64,25 +66,25 @@ void check_conv(const Tensor& x, const Tensor& w, const Tensor& b, const ConvPar
   EMBER_CHECK(w.size(0) >= 1 && w.size(1) >= 1 && w.size(2) >= 1 && w.size(3) >= 1,
               "conv2d: weight of shape " << shape_str(w.shape()) << " has a zero-size dim");
   EMBER_CHECK(w.size(0) % p.groups == 0, "conv2d: weight of shape " << shape_str(w.shape()) << " has " << w.size(0)
-                                                                     << " output channels, which groups=" << p.groups
-                                                                     << " does not divide");
-  EMBER_CHECK(x.size(1) == w.size(1) * p.groups,
-              "conv2d: input of shape " << shape_str(x.shape()) << " has " << x.size(1)
-                                        << " channels, but weight of shape " << shape_str(w.shape()) << " with groups="
-                                        << p.groups << " expects " << w.size(1) * p.groups << " (weight.size(1) * groups)");
+                                                                    << " output channels, which groups=" << p.groups
+                                                                    << " does not divide");
+  EMBER_CHECK(x.size(1) == w.size(1) * p.groups, "conv2d: input of shape "
+                                                     << shape_str(x.shape()) << " has " << x.size(1)
+                                                     << " channels, but weight of shape " << shape_str(w.shape())
+                                                     << " with groups=" << p.groups << " expects "
+                                                     << w.size(1) * p.groups << " (weight.size(1) * groups)");
   for (int i = 0; i < 2; ++i) {
     int64_t span = p.dilation[i] * (w.size(2 + i) - 1) + 1, padded = x.size(2 + i) + 2 * p.padding[i];
-    EMBER_CHECK(span <= padded, "conv2d: the kernel of shape " << shape_str(w.shape()) << " spans " << span << " "
-                                                               << (i == 0 ? "rows" : "columns") << " with " << params_str(p)
-                                                               << ", more than the padded input (" << padded
-                                                               << ") of shape " << shape_str(x.shape())
-                                                               << "; use more padding or a smaller kernel or dilation");
+    EMBER_CHECK(span <= padded, "conv2d: the kernel of shape "
+                                    << shape_str(w.shape()) << " spans " << span << " " << (i == 0 ? "rows" : "columns")
+                                    << " with " << params_str(p) << ", more than the padded input (" << padded
+                                    << ") of shape " << shape_str(x.shape())
+                                    << "; use more padding or a smaller kernel or dilation");
   }
   if (b.defined()) {
-    EMBER_CHECK(b.dim() == 1 && b.size(0) == w.size(0), "conv2d: bias must have shape [" << w.size(0)
-                                                                                       << "] (C_out of weight "
-                                                                                       << shape_str(w.shape())
-                                                                                       << "), but got " << shape_str(b.shape()));
+    EMBER_CHECK(b.dim() == 1 && b.size(0) == w.size(0),
+                "conv2d: bias must have shape [" << w.size(0) << "] (C_out of weight " << shape_str(w.shape())
+                                                 << "), but got " << shape_str(b.shape()));
   }
   for (const Tensor* t : {&w, &b}) {
     if (!t->defined()) continue;
@@ -91,8 +93,8 @@ void check_conv(const Tensor& x, const Tensor& w, const Tensor& b, const ConvPar
                     << describe(x) << " and " << (t == &w ? "weight " : "bias ") << describe(*t)
                     << "; convert with .to(device, dtype)");
   }
-  EMBER_CHECK(is_floating(x.dtype()), "conv2d: expected a floating dtype, but got input " << describe(x)
-                                                                                          << "; convert with .to(dtype)");
+  EMBER_CHECK(is_floating(x.dtype()),
+              "conv2d: expected a floating dtype, but got input " << describe(x) << "; convert with .to(dtype)");
 }
 
 ConvArgs make_args(const Shape& xs, const Shape& ws, const ConvParams& p, DType dtype, Device device,
@@ -207,8 +209,9 @@ Tensor conv_backward_bias(const Tensor& gy, const Shape& xs, const Shape& ws, co
   Tensor db = weight_and_bias_grads(gy, Tensor(), xs, ws, p, false, true, format).second;
   if (needs_grad(gy)) {
     Shape ys = gy.shape();
-    record("Conv2dBackwardBiasBackward", {&db}, {gy},
-           [ys](const TensorList& g) { return TensorList{g[0].reshape({1, ys[1], 1, 1}).expand(ys).contiguous()}; });
+    record("Conv2dBackwardBiasBackward", {&db}, {gy}, [ys](const TensorList& g) {
+      return TensorList{g[0].reshape({1, ys[1], 1, 1}).expand(ys).contiguous()};
+    });
   }
   return db;
 }

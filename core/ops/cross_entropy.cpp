@@ -32,14 +32,14 @@ void check(const Tensor& logits, const Tensor& target, double smoothing) {
   EMBER_CHECK(logits.dim() == 2 && is_floating(logits.dtype()),
               "cross_entropy: expected floating logits of shape (N, C), got " << describe(logits));
   EMBER_CHECK(logits.size(1) >= 1, "cross_entropy: expected at least one class, got logits " << describe(logits));
-  EMBER_CHECK(target.dtype() == DType::Int64 || target.dtype() == DType::Int32,
-              "cross_entropy: expected class indices as an int64 or int32 tensor, got a target of "
-                  << describe(target));
+  EMBER_CHECK(
+      target.dtype() == DType::Int64 || target.dtype() == DType::Int32,
+      "cross_entropy: expected class indices as an int64 or int32 tensor, got a target of " << describe(target));
   EMBER_CHECK(target.dim() == 1 && target.size(0) == logits.size(0),
               "cross_entropy: logits of shape " << shape_str(logits.shape()) << " take a target of shape ["
                                                 << logits.size(0) << "], got " << shape_str(target.shape()));
-  EMBER_CHECK(target.device() == logits.device(), "cross_entropy: the logits are " << describe(logits)
-                                                      << " but the target is " << describe(target)
+  EMBER_CHECK(target.device() == logits.device(), "cross_entropy: the logits are "
+                                                      << describe(logits) << " but the target is " << describe(target)
                                                       << "; move one with .to(device)");
   EMBER_CHECK(smoothing >= 0.0 && smoothing <= 1.0,
               "cross_entropy: label_smoothing must be in [0, 1], got " << smoothing);

@@ -40,20 +40,20 @@ namespace ember {
 
 struct CrossEntropyArgs {
   int device = 0;
-  DType dtype = DType::Float32;         // logits, grad_logits
-  DType out_dtype = DType::Float32;     // out, grad: dtype, or float32 for 16-bit logits
+  DType dtype = DType::Float32;      // logits, grad_logits
+  DType out_dtype = DType::Float32;  // out, grad: dtype, or float32 for 16-bit logits
   DType target_dtype = DType::Int64;
   int64_t n = 0, c = 0;
   int64_t ignore_index = -100;
   double smoothing = 0;
-  int reduction = 0;                    // int(Reduction): 0 None, 1 Mean, 2 Sum
+  int reduction = 0;  // int(Reduction): 0 None, 1 Mean, 2 Sum
   const void* logits = nullptr;
   const void* target = nullptr;
-  void* lse = nullptr;                  // (n), S: written by forward, read by backward
-  void* count = nullptr;                // (1), S: likewise
-  void* out = nullptr;                  // forward: (n) or (1), out_dtype
-  const void* grad = nullptr;           // backward: (n) or (1), out_dtype
-  void* grad_logits = nullptr;          // backward: (n, c), dtype
+  void* lse = nullptr;          // (n), S: written by forward, read by backward
+  void* count = nullptr;        // (1), S: likewise
+  void* out = nullptr;          // forward: (n) or (1), out_dtype
+  const void* grad = nullptr;   // backward: (n) or (1), out_dtype
+  void* grad_logits = nullptr;  // backward: (n, c), dtype
 };
 
 // The dtype of lse and count for a logits dtype.

@@ -33,7 +33,8 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   a.device = x.device().index;
   a.dtype = x.dtype();
   a.state = g.reserve(uint64_t(x.numel()));
-  if (x.device().is_cuda()) a.offset_shift = cuda::detail::captured_random_shift(a.device, g, a.state, uint64_t(x.numel()));
+  if (x.device().is_cuda())
+    a.offset_shift = cuda::detail::captured_random_shift(a.device, g, a.state, uint64_t(x.numel()));
   a.p = p;
   a.scale = 1.0 / (1.0 - p);
   const MemoryFormat format = x.suggest_memory_format();

@@ -4,8 +4,8 @@
 
 #include "core/autograd/function.h"
 #include "core/ops.h"
-#include "core/ops/op_utils.h"
 #include "core/ops/elementwise_kernels.h"
+#include "core/ops/op_utils.h"
 
 namespace ember {
 
@@ -25,9 +25,9 @@ Device common_device(const char* op, std::initializer_list<const Tensor*> ts) {
     EMBER_CHECK(t->defined(), op << ": got an undefined tensor");
     if (t->dim() == 0 && t->device().is_cpu()) continue;
     if (first == nullptr) first = t;
-    EMBER_CHECK(t->device() == first->device(),
-                op << ": expected all tensors to be on the same device, but found " << describe(*first) << " and "
-                   << describe(*t) << "; move one with .to(device)");
+    EMBER_CHECK(t->device() == first->device(), op << ": expected all tensors to be on the same device, but found "
+                                                   << describe(*first) << " and " << describe(*t)
+                                                   << "; move one with .to(device)");
   }
   return first ? first->device() : (*ts.begin())->device();
 }
@@ -101,17 +101,17 @@ DType result_type(const Tensor& a, const Tensor& b) {
 
 // ---------------- unary ----------------
 
-#define EMBER_FLOAT_UNARY(fn, OP, NAME, SAVE, GRAD)                                    \
-  Tensor fn(const Tensor& x) {                                                         \
-    Tensor y = unary_kernel_call(UnaryOp::OP, #fn, x, float_compute(x));               \
-    if (needs_grad(x)) {                                                               \
-      SavedTensor saved = SAVE;                                                        \
-      record(NAME, {&y}, {x}, [saved](const TensorList& g) {                           \
-        Tensor s = saved.unpack(NAME);                                                 \
-        return TensorList{GRAD};                                                       \
-      });                                                                              \
-    }                                                                                  \
-    return y;                                                                          \
+#define EMBER_FLOAT_UNARY(fn, OP, NAME, SAVE, GRAD)                      \
+  Tensor fn(const Tensor& x) {                                           \
+    Tensor y = unary_kernel_call(UnaryOp::OP, #fn, x, float_compute(x)); \
+    if (needs_grad(x)) {                                                 \
+      SavedTensor saved = SAVE;                                          \
+      record(NAME, {&y}, {x}, [saved](const TensorList& g) {             \
+        Tensor s = saved.unpack(NAME);                                   \
+        return TensorList{GRAD};                                         \
+      });                                                                \
+    }                                                                    \
+    return y;                                                            \
   }
 
 EMBER_FLOAT_UNARY(exp, Exp, "ExpBackward", SavedTensor::output(y), g[0] * s)
@@ -124,8 +124,7 @@ EMBER_FLOAT_UNARY(sigmoid, Sigmoid, "SigmoidBackward", SavedTensor::output(y),
                   backward_formula(BinaryOp::SigmoidBackward, "sigmoid_backward", g[0], s))
 EMBER_FLOAT_UNARY(gelu, Gelu, "GeluBackward", SavedTensor(x),
                   backward_formula(BinaryOp::GeluBackward, "gelu_backward", g[0], s))
-EMBER_FLOAT_UNARY(erf, Erf, "ErfBackward", SavedTensor(x),
-                  g[0] * exp(-square(s)) * 1.12837916709551257390)
+EMBER_FLOAT_UNARY(erf, Erf, "ErfBackward", SavedTensor(x), g[0] * exp(-square(s)) * 1.12837916709551257390)
 EMBER_FLOAT_UNARY(sin, Sin, "SinBackward", SavedTensor(x), g[0] * cos(s))
 EMBER_FLOAT_UNARY(cos, Cos, "CosBackward", SavedTensor(x), -(g[0] * sin(s)))
 EMBER_FLOAT_UNARY(reciprocal, Reciprocal, "ReciprocalBackward", SavedTensor::output(y), -(g[0] * s * s))
@@ -156,7 +155,8 @@ Tensor abs(const Tensor& x) {
   Tensor y = unary_kernel_call(UnaryOp::Abs, "abs", x, x.dtype());
   if (needs_grad(x)) {
     SavedTensor saved(x);
-    record("AbsBackward", {&y}, {x}, [saved](const TensorList& g) { return TensorList{g[0] * sign(saved.unpack("AbsBackward"))}; });
+    record("AbsBackward", {&y}, {x},
+           [saved](const TensorList& g) { return TensorList{g[0] * sign(saved.unpack("AbsBackward"))}; });
   }
   return y;
 }
@@ -164,7 +164,8 @@ Tensor abs(const Tensor& x) {
 Tensor sign(const Tensor& x) {
   check_not_bool("sign", x.dtype());
   Tensor y = unary_kernel_call(UnaryOp::Sign, "sign", x, x.dtype());
-  if (needs_grad(x)) record("SignBackward", {&y}, {x}, [](const TensorList& g) { return TensorList{zeros_like(g[0])}; });
+  if (needs_grad(x))
+    record("SignBackward", {&y}, {x}, [](const TensorList& g) { return TensorList{zeros_like(g[0])}; });
   return y;
 }
 
@@ -173,7 +174,8 @@ Tensor square(const Tensor& x) {
   Tensor y = unary_kernel_call(UnaryOp::Square, "square", x, x.dtype());
   if (needs_grad(x)) {
     SavedTensor saved(x);
-    record("SquareBackward", {&y}, {x}, [saved](const TensorList& g) { return TensorList{g[0] * saved.unpack("SquareBackward") * 2.0}; });
+    record("SquareBackward", {&y}, {x},
+           [saved](const TensorList& g) { return TensorList{g[0] * saved.unpack("SquareBackward") * 2.0}; });
   }
   return y;
 }
@@ -187,9 +189,8 @@ Tensor pow(const Tensor& x, const Scalar& e) {
   DType compute = promote_with_scalar(x.dtype(), e);
   check_not_bool("pow", compute);
   EMBER_CHECK(is_floating(compute) || e.is_floating() || e.to_int() >= 0,
-              "pow: integers to negative integer powers are not allowed (tensor of " << detail::describe(x)
-                                                                                      << ", exponent " << e.to_int()
-                                                                                      << "); convert to a floating dtype first");
+              "pow: integers to negative integer powers are not allowed (tensor of "
+                  << detail::describe(x) << ", exponent " << e.to_int() << "); convert to a floating dtype first");
   Tensor y = scalar_kernel_call(BinaryOp::Pow, "pow", x, e, ScalarOperand::Side::Rhs, compute);
   if (needs_grad(x)) {
     SavedTensor saved(x);
@@ -231,8 +232,12 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi
   Tensor y = x;
   {
     NoGradGuard no_grad;
-    if (lo) y = scalar_kernel_call(BinaryOp::Maximum, "clamp", y, *lo, ScalarOperand::Side::Rhs, promote_with_scalar(y.dtype(), *lo));
-    if (hi) y = scalar_kernel_call(BinaryOp::Minimum, "clamp", y, *hi, ScalarOperand::Side::Rhs, promote_with_scalar(y.dtype(), *hi));
+    if (lo)
+      y = scalar_kernel_call(BinaryOp::Maximum, "clamp", y, *lo, ScalarOperand::Side::Rhs,
+                             promote_with_scalar(y.dtype(), *lo));
+    if (hi)
+      y = scalar_kernel_call(BinaryOp::Minimum, "clamp", y, *hi, ScalarOperand::Side::Rhs,
+                             promote_with_scalar(y.dtype(), *hi));
   }
   if (needs_grad(x)) {
     SavedTensor saved(x);
@@ -254,7 +259,9 @@ Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) {
   Tensor y = binary_kernel_call(BinaryOp::Add, "add", a, b, result_type(a, b));
   if (needs_grad(a, b)) {
     Shape as = a.shape(), bs = b.shape();
-    record("AddBackward", {&y}, {a, b}, [as, bs](const TensorList& g) { return TensorList{sum_to(g[0], as), sum_to(g[0], bs)}; });
+    record("AddBackward", {&y}, {a, b}, [as, bs](const TensorList& g) {
+      return TensorList{sum_to(g[0], as), sum_to(g[0], bs)};
+    });
   }
   return y;
 }
@@ -266,7 +273,9 @@ Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) {
   Tensor y = binary_kernel_call(BinaryOp::Sub, "sub", a, b, compute);
   if (needs_grad(a, b)) {
     Shape as = a.shape(), bs = b.shape();
-    record("SubBackward", {&y}, {a, b}, [as, bs](const TensorList& g) { return TensorList{sum_to(g[0], as), sum_to(-g[0], bs)}; });
+    record("SubBackward", {&y}, {a, b}, [as, bs](const TensorList& g) {
+      return TensorList{sum_to(g[0], as), sum_to(-g[0], bs)};
+    });
   }
   return y;
 }
@@ -325,11 +334,16 @@ Tensor min_max(BinaryOp op, const char* name, const char* node, const Tensor& a,
 }
 }  // namespace
 
-Tensor maximum(const Tensor& a, const Tensor& b) { return min_max(BinaryOp::Maximum, "maximum", "MaximumBackward", a, b); }
-Tensor minimum(const Tensor& a, const Tensor& b) { return min_max(BinaryOp::Minimum, "minimum", "MinimumBackward", a, b); }
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  return min_max(BinaryOp::Maximum, "maximum", "MaximumBackward", a, b);
+}
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  return min_max(BinaryOp::Minimum, "minimum", "MinimumBackward", a, b);
+}
 
 Tensor add(const Tensor& a, const Scalar& s) {
-  Tensor y = scalar_kernel_call(BinaryOp::Add, "add", a, s, ScalarOperand::Side::Rhs, promote_with_scalar(a.dtype(), s));
+  Tensor y =
+      scalar_kernel_call(BinaryOp::Add, "add", a, s, ScalarOperand::Side::Rhs, promote_with_scalar(a.dtype(), s));
   if (needs_grad(a)) record("AddBackward", {&y}, {a}, [](const TensorList& g) { return TensorList{g[0]}; });
   return y;
 }
@@ -351,7 +365,8 @@ Tensor rsub(const Tensor& a, const Scalar& s) {
 }
 
 Tensor mul(const Tensor& a, const Scalar& s) {
-  Tensor y = scalar_kernel_call(BinaryOp::Mul, "mul", a, s, ScalarOperand::Side::Rhs, promote_with_scalar(a.dtype(), s));
+  Tensor y =
+      scalar_kernel_call(BinaryOp::Mul, "mul", a, s, ScalarOperand::Side::Rhs, promote_with_scalar(a.dtype(), s));
   if (needs_grad(a)) record("MulBackward", {&y}, {a}, [s](const TensorList& g) { return TensorList{g[0] * s}; });
   return y;
 }
@@ -379,12 +394,14 @@ Tensor rdiv(const Tensor& a, const Scalar& s) {
 
 Tensor logical_and(const Tensor& a, const Tensor& b) {
   Device dev = common_device("logical_and", {&a, &b});
-  return binary_kernel_call(BinaryOp::LogicalAnd, "logical_and", convert(a, DType::Bool, dev), convert(b, DType::Bool, dev), DType::Bool);
+  return binary_kernel_call(BinaryOp::LogicalAnd, "logical_and", convert(a, DType::Bool, dev),
+                            convert(b, DType::Bool, dev), DType::Bool);
 }
 
 Tensor logical_or(const Tensor& a, const Tensor& b) {
   Device dev = common_device("logical_or", {&a, &b});
-  return binary_kernel_call(BinaryOp::LogicalOr, "logical_or", convert(a, DType::Bool, dev), convert(b, DType::Bool, dev), DType::Bool);
+  return binary_kernel_call(BinaryOp::LogicalOr, "logical_or", convert(a, DType::Bool, dev),
+                            convert(b, DType::Bool, dev), DType::Bool);
 }
 
 // ---------------- comparisons ----------------
@@ -436,7 +453,8 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
     bool ga = a.requires_grad(), gb = b.requires_grad();
     record("WhereBackward", {&out}, {a, b}, [c, as, bs, ga, gb](const TensorList& g) {
       Tensor zero = zeros_like(g[0]);
-      return TensorList{ga ? sum_to(where(c, g[0], zero), as) : Tensor(), gb ? sum_to(where(c, zero, g[0]), bs) : Tensor()};
+      return TensorList{ga ? sum_to(where(c, g[0], zero), as) : Tensor(),
+                        gb ? sum_to(where(c, zero, g[0]), bs) : Tensor()};
     });
   }
   return out;

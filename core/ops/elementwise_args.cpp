@@ -14,9 +14,9 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
   for (size_t i = 0; i < n; ++i) {
     int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
     int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
-    EMBER_CHECK(da == db || da == 1 || db == 1,
-                op << ": shapes " << shape_str(a) << " and " << shape_str(b) << " cannot be broadcast together "
-                   << "(dim " << i << ": " << da << " vs " << db << ")");
+    EMBER_CHECK(da == db || da == 1 || db == 1, op << ": shapes " << shape_str(a) << " and " << shape_str(b)
+                                                   << " cannot be broadcast together "
+                                                   << "(dim " << i << ": " << da << " vs " << db << ")");
     out[i] = da == 1 ? db : da;
   }
   return out;
@@ -68,8 +68,8 @@ Dims aligned_dims(const char* op, const Tensor& out, std::initializer_list<const
   int k = 1;
   for (const Tensor* t : inputs) {
     int tn = int(t->dim());
-    EMBER_CHECK(tn <= ndim, op << ": input of shape " << shape_str(t->shape()) << " does not broadcast to the output shape "
-                               << shape_str(shape));
+    EMBER_CHECK(tn <= ndim, op << ": input of shape " << shape_str(t->shape())
+                               << " does not broadcast to the output shape " << shape_str(shape));
     for (int d = 0; d < ndim; ++d) {
       int td = d - (ndim - tn);
       if (td < 0) {
@@ -160,8 +160,8 @@ void coalesce(Dims& dims) {
 ElementwiseArgs make_elementwise_args(const char* op, const Tensor& out, std::initializer_list<const Tensor*> inputs) {
   ElementwiseArgs args;
   const Shape& shape = out.shape();
-  EMBER_CHECK(int(shape.size()) <= kMaxDims, op << ": tensors of more than " << kMaxDims
-                                                << " dims are not supported, got shape " << shape_str(shape));
+  EMBER_CHECK(int(shape.size()) <= kMaxDims,
+              op << ": tensors of more than " << kMaxDims << " dims are not supported, got shape " << shape_str(shape));
   EMBER_INTERNAL_ASSERT(inputs.size() + 1 <= size_t(kMaxElementwiseOperands),
                         op << ": " << inputs.size() << " inputs, more than ElementwiseArgs holds");
   args.noperands = int(inputs.size()) + 1;
@@ -174,9 +174,10 @@ ElementwiseArgs make_elementwise_args(const char* op, const Tensor& out, std::in
   coalesce(dims);
   const int m = dims.n;
   EMBER_CHECK(m <= kMaxElementwiseDims, op << ": the layouts of the operands (output shape " << shape_str(shape)
-                                          << ") leave " << m << " dims after merging, more than the "
-                                          << kMaxElementwiseDims << " elementwise kernels support; call contiguous() "
-                                             "on the inputs first");
+                                           << ") leave " << m << " dims after merging, more than the "
+                                           << kMaxElementwiseDims
+                                           << " elementwise kernels support; call contiguous() "
+                                              "on the inputs first");
   args.ndim = m;
   for (int d = 0; d < m; ++d) args.sizes[d] = dims.sizes[d];
   for (int o = 0; o < args.noperands; ++o) {

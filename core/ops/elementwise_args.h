@@ -25,11 +25,11 @@ struct ElementwiseArgs {
   int ndim = 0;
   int noperands = 0;
   int64_t numel = 0;
-  int device = 0;           // the CUDA device index of the operands (0 on the CPU)
-  bool contiguous = false;  // every operand dense and in the same order: index i is element i
-  int64_t sizes[kMaxElementwiseDims] = {};                              // innermost dim last
+  int device = 0;                           // the CUDA device index of the operands (0 on the CPU)
+  bool contiguous = false;                  // every operand dense and in the same order: index i is element i
+  int64_t sizes[kMaxElementwiseDims] = {};  // innermost dim last
   int64_t strides[kMaxElementwiseOperands][kMaxElementwiseDims] = {};  // [operand][dim]
-  char* data[kMaxElementwiseOperands] = {};  // first element of each operand
+  char* data[kMaxElementwiseOperands] = {};                            // first element of each operand
 };
 
 // Builds the args for out = f(inputs...): broadcasts each input to

@@ -17,13 +17,37 @@
 namespace ember {
 
 enum class UnaryOp : uint8_t {
-  Neg, Exp, Log, Sqrt, Rsqrt, Tanh, Sigmoid, Relu, Gelu, Abs, Sign, Sin, Cos, Reciprocal, Square, LogicalNot, Erf
+  Neg,
+  Exp,
+  Log,
+  Sqrt,
+  Rsqrt,
+  Tanh,
+  Sigmoid,
+  Relu,
+  Gelu,
+  Abs,
+  Sign,
+  Sin,
+  Cos,
+  Reciprocal,
+  Square,
+  LogicalNot,
+  Erf
 };
 
 // a op b. The *Backward ops fuse a gradient formula: a is the incoming
 // gradient, b what the forward saved (its input x or its output y).
 enum class BinaryOp : uint8_t {
-  Add, Sub, Mul, Div, Maximum, Minimum, Pow, LogicalAnd, LogicalOr,
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Maximum,
+  Minimum,
+  Pow,
+  LogicalAnd,
+  LogicalOr,
   ReluBackward,     // b > 0 ? a : 0           (b = x)
   GeluBackward,     // a * gelu'(b)            (b = x)
   TanhBackward,     // a * (1 - b * b)         (b = y)
@@ -54,8 +78,8 @@ using CastKernelFn = void(const ElementwiseArgs& args, DType out_dtype, DType in
 using FillKernelFn = void(const ElementwiseArgs& args, DType dtype, const Scalar& value);
 // Fills operand 0 with Uniform [a, b) or Normal (mean a, std b) values from
 // Philox at `state`; element i uses word i of the stream (philox.h).
-using RandomKernelFn = void(const ElementwiseArgs& args, DType dtype, RandomKind kind, GeneratorState state,
-                            double a, double b);
+using RandomKernelFn = void(const ElementwiseArgs& args, DType dtype, RandomKind kind, GeneratorState state, double a,
+                            double b);
 // Copies nbytes between two dense buffers on different devices (or between
 // two CUDA devices). Registered by the CUDA backend under DeviceType::CUDA.
 using CrossDeviceCopyFn = void(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes);

@@ -44,8 +44,8 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, std::o
   int64_t is = start.to_int(), ie = end.to_int(), ist = step.to_int();
   EMBER_CHECK(floating || (ist > 0 && ie >= is) || (ist < 0 && ie <= is),
               "arange: upper bound " << ie << " and lower bound " << is << " inconsistent with step sign " << ist);
-  int64_t n = floating ? int64_t(std::ceil((e - s) / st))
-                       : (ist > 0 ? (ie - is + ist - 1) / ist : (is - ie - ist - 1) / -ist);
+  int64_t n =
+      floating ? int64_t(std::ceil((e - s) / st)) : (ist > 0 ? (ie - is + ist - 1) / ist : (is - ie - ist - 1) / -ist);
   Tensor cpu = empty({n}, dt, kCPU);
   EMBER_DISPATCH_DTYPE(dt, "arange", [&]<typename T>() {
     T* p = cpu.data<T>();
@@ -63,8 +63,9 @@ namespace {
 // replay the same ones: they are refused during a capture.
 void check_random_not_captured(Device device, const char* op) {
   if (device.is_cuda()) {
-    cuda::detail::check_not_capturing(device.index, op, "its random numbers are drawn when it is called, so every "
-                                                        "replay would repeat them (dropout is captured correctly)");
+    cuda::detail::check_not_capturing(device.index, op,
+                                      "its random numbers are drawn when it is called, so every "
+                                      "replay would repeat them (dropout is captured correctly)");
   }
 }
 
@@ -129,8 +130,8 @@ Tensor randperm(int64_t n, Device device, Generator* gen) {
 Tensor from_blob(void* data, const Shape& shape, DType dtype, Device device, const Shape& strides) {
   Shape st = strides;
   if (st.empty()) st = empty(shape, dtype, kCPU).strides();  // contiguous strides
-  EMBER_CHECK(st.size() == shape.size(), "from_blob: shape " << shape_str(shape) << " and strides "
-                                                             << shape_str(strides) << " differ in length");
+  EMBER_CHECK(st.size() == shape.size(),
+              "from_blob: shape " << shape_str(shape) << " and strides " << shape_str(strides) << " differ in length");
   int64_t extent = 1;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == 0) extent = 0;
@@ -146,8 +147,8 @@ template <typename T>
 Tensor from_vector(const std::vector<T>& values, const Shape& shape, Device device) {
   Tensor t = empty(shape, dtype_of<T>::value, kCPU);
   EMBER_CHECK(int64_t(values.size()) == t.numel(), "from_vector: " << values.size() << " values do not fill shape "
-                                                                  << shape_str(shape) << " (" << t.numel()
-                                                                  << " elements)");
+                                                                   << shape_str(shape) << " (" << t.numel()
+                                                                   << " elements)");
   T* p = t.data<T>();
   for (size_t i = 0; i < values.size(); ++i) p[i] = values[i];  // also right for std::vector<bool>
   return t.to(device);
@@ -161,8 +162,8 @@ std::vector<T> to_vector(const Tensor& t) {
   return std::vector<T>(p, p + c.numel());
 }
 
-#define EMBER_INSTANTIATE_VECTOR_IO(T)                                                   \
-  template Tensor from_vector<T>(const std::vector<T>&, const Shape&, Device);          \
+#define EMBER_INSTANTIATE_VECTOR_IO(T)                                         \
+  template Tensor from_vector<T>(const std::vector<T>&, const Shape&, Device); \
   template std::vector<T> to_vector<T>(const Tensor&);
 EMBER_INSTANTIATE_VECTOR_IO(float)
 EMBER_INSTANTIATE_VECTOR_IO(double)
@@ -187,7 +188,7 @@ bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
   std::vector<double> va = to_vector<double>(a.detach().expand(s)), vb = to_vector<double>(b.detach().expand(s));
   for (size_t i = 0; i < va.size(); ++i) {
     if (std::isnan(va[i]) || std::isnan(vb[i])) return false;
-    if (va[i] == vb[i]) continue;  // equal infinities
+    if (va[i] == vb[i]) continue;                              // equal infinities
     if (std::isinf(va[i]) || std::isinf(vb[i])) return false;  // inf - x would pass the test below
     if (std::fabs(va[i] - vb[i]) > atol + rtol * std::fabs(vb[i])) return false;
   }

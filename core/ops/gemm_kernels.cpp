@@ -30,10 +30,10 @@ std::string gemm_str(const GemmArgs& g) {
   std::ostringstream s;
   s << dtype_name(g.dtype) << " C [";
   if (g.batch != 1) s << g.batch << " x ";
-  s << g.m << " x " << g.n << "] = op(A) [" << g.m << " x " << g.k << "] * op(B) [" << g.k << " x " << g.n
-    << "] (A" << (g.trans_a ? "^T" : "") << " lda " << g.lda << " batch stride " << g.stride_a << ", B"
-    << (g.trans_b ? "^T" : "") << " ldb " << g.ldb << " batch stride " << g.stride_b << ", C ldc " << g.ldc
-    << " batch stride " << g.stride_c << ")";
+  s << g.m << " x " << g.n << "] = op(A) [" << g.m << " x " << g.k << "] * op(B) [" << g.k << " x " << g.n << "] (A"
+    << (g.trans_a ? "^T" : "") << " lda " << g.lda << " batch stride " << g.stride_a << ", B" << (g.trans_b ? "^T" : "")
+    << " ldb " << g.ldb << " batch stride " << g.stride_b << ", C ldc " << g.ldc << " batch stride " << g.stride_c
+    << ")";
   return s.str();
 }
 

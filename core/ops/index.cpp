@@ -26,8 +26,8 @@
 
 #include "core/autograd/function.h"
 #include "core/ops.h"
-#include "core/ops/op_utils.h"
 #include "core/ops/index_kernels.h"
+#include "core/ops/op_utils.h"
 
 namespace ember {
 
@@ -48,8 +48,7 @@ const std::string* IndexErrorContext::current() {
   return innermost_context != nullptr ? &innermost_context->text_ : nullptr;
 }
 
-std::string index_error_text(const char* op, int64_t dim, int64_t dim_size, int64_t value,
-                             const std::string& context) {
+std::string index_error_text(const char* op, int64_t dim, int64_t dim_size, int64_t value, const std::string& context) {
   return context + op + ": index " + std::to_string(value) + " is out of bounds for dim " + std::to_string(dim) +
          " with size " + std::to_string(dim_size) + " (valid indices: 0 to " + std::to_string(dim_size - 1) + ")";
 }
@@ -180,7 +179,7 @@ Tensor pad_to(const Tensor& t, const Shape& shape) {
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   check_index("index_select", index, x);
   EMBER_CHECK(index.dim() <= 1, "index_select: the index must be 0-D or 1-D, got shape " << shape_str(index.shape())
-                                                                                       << "; flatten it first");
+                                                                                         << "; flatten it first");
   Tensor flat = index.reshape({-1}).contiguous();
   if (x.dim() == 0) {
     wrap_dim("index_select", dim, 1, x.shape());
@@ -200,8 +199,8 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   for (int64_t k = 0; k < xv.dim(); ++k) {
     EMBER_CHECK(k == d || iv.size(k) <= xv.size(k),
                 "gather: the index of shape " << shape_str(index.shape()) << " is larger than the input of shape "
-                                              << shape_str(x.shape()) << " at dim " << k << " (" << iv.size(k)
-                                              << " > " << xv.size(k) << "); only dim " << d << " may differ");
+                                              << shape_str(x.shape()) << " at dim " << k << " (" << iv.size(k) << " > "
+                                              << xv.size(k) << "); only dim " << d << " may differ");
   }
   Tensor idx = iv.contiguous();
   Tensor out = empty(index.shape(), x.dtype(), x.device());
@@ -264,8 +263,8 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
 
 Tensor embedding(const Tensor& weight, const Tensor& indices) {
   check_index("embedding", indices, weight);
-  EMBER_CHECK(weight.dim() == 2, "embedding: the weight must be 2-D (num_embeddings, embedding_dim), got "
-                                     << describe(weight));
+  EMBER_CHECK(weight.dim() == 2,
+              "embedding: the weight must be 2-D (num_embeddings, embedding_dim), got " << describe(weight));
   Tensor idx = indices.reshape({-1}).contiguous();
   Shape shape = indices.shape();
   shape.push_back(weight.size(1));
@@ -291,7 +290,7 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes) {
   std::vector<int64_t> values = to_vector<int64_t>(indices);
   for (int64_t v : values) {
     EMBER_CHECK(v >= 0, "one_hot: class values must be non-negative, got " << v << " (in a tensor of shape "
-                                                                            << shape_str(indices.shape()) << ")");
+                                                                           << shape_str(indices.shape()) << ")");
   }
   if (num_classes == -1) {
     EMBER_CHECK(!values.empty(), "one_hot: cannot infer num_classes from an empty tensor (shape "

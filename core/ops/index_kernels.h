@@ -42,9 +42,9 @@ namespace ember {
 struct IndexArgs {
   int device = 0;  // the CUDA device index of every operand (0 on the CPU)
   ElementwiseArgs iter;
-  int64_t dim_stride = 0;  // stride of the indexed tensor along dim, in elements
-  int64_t dim_size = 0;    // valid indices: [0, dim_size)
-  int64_t dim = 0;         // for the error message
+  int64_t dim_stride = 0;       // stride of the indexed tensor along dim, in elements
+  int64_t dim_size = 0;         // valid indices: [0, dim_size)
+  int64_t dim = 0;              // for the error message
   const void* index = nullptr;  // index_numel dense values of index_dtype
   int64_t index_numel = 0;
   DType dtype = DType::Float32;
@@ -74,8 +74,7 @@ class IndexErrorContext {
 
 // The message of an index value outside [0, dim_size) (without the source
 // location): the context, then op, the value, dim and dim_size.
-std::string index_error_text(const char* op, int64_t dim, int64_t dim_size, int64_t value,
-                             const std::string& context);
+std::string index_error_text(const char* op, int64_t dim, int64_t dim_size, int64_t value, const std::string& context);
 
 // Throws the ember::Error of index_error_text with this thread's context.
 [[noreturn]] void index_out_of_range(const IndexArgs& a, int64_t value);

@@ -57,9 +57,7 @@ bool can_cast(DType from, DType to) {
 }
 
 // Makes self take over the history of r, computed out of place.
-void take_history(Tensor& self, const Tensor& r) {
-  autograd::set_history(self, r.grad_fn(), r.output_nr());
-}
+void take_history(Tensor& self, const Tensor& r) { autograd::set_history(self, r.grad_fn(), r.output_nr()); }
 
 }  // namespace
 
@@ -99,8 +97,8 @@ Tensor& Tensor::copy_(const Tensor& src_in) {
   }
   storage()->bump_version();
   if (src_grad) {
-    EMBER_CHECK(is_floating(dtype()), "copy_: cannot copy a tensor that requires grad into a " << dtype_name(dtype())
-                                                                                                << " tensor");
+    EMBER_CHECK(is_floating(dtype()),
+                "copy_: cannot copy a tensor that requires grad into a " << dtype_name(dtype()) << " tensor");
     Shape src_shape = src_in.shape();
     DType src_dtype = src_in.dtype();
     Device src_dev = src_in.device();
@@ -140,8 +138,8 @@ Tensor& inplace(const char* name, Tensor& self, bool other_requires_grad, DType 
   check_writable(name, self);
   check_autograd_inplace(name, self, other_requires_grad);
   EMBER_CHECK(can_cast(result, self.dtype()), name << ": result type " << dtype_name(result)
-                                                    << " can't be cast to the desired output type "
-                                                    << dtype_name(self.dtype()) << " of the in-place tensor");
+                                                   << " can't be cast to the desired output type "
+                                                   << dtype_name(self.dtype()) << " of the in-place tensor");
   if (GradMode::is_enabled() && (self.requires_grad() || other_requires_grad)) {
     Tensor r = op(self.clone());
     {

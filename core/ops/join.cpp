@@ -75,10 +75,10 @@ CatPlan plan_cat(const char* op, const TensorList& ts, int64_t dim) {
                                        << " has shape " << shape_str(r.shape()) << " (all shapes: " << shapes_str(ts)
                                        << ")");
     for (int64_t d = 0; d < r.dim(); ++d) {
-      EMBER_CHECK(d == dim || t.size(d) == r.size(d),
-                  op << ": sizes of tensors must match except in dim " << dim << ", but tensor " << i << " has size "
-                     << t.size(d) << " at dim " << d << " where tensor " << ref << " has size " << r.size(d)
-                     << " (all shapes: " << shapes_str(ts) << ")");
+      EMBER_CHECK(d == dim || t.size(d) == r.size(d), op << ": sizes of tensors must match except in dim " << dim
+                                                         << ", but tensor " << i << " has size " << t.size(d)
+                                                         << " at dim " << d << " where tensor " << ref << " has size "
+                                                         << r.size(d) << " (all shapes: " << shapes_str(ts) << ")");
     }
     shape[dim] += t.size(dim);
   }
@@ -179,10 +179,10 @@ Tensor stack(const TensorList& tensors, int64_t dim) {
   EMBER_CHECK(!tensors.empty(), "stack: expected a non-empty list of tensors");
   for (size_t i = 0; i < tensors.size(); ++i) {
     EMBER_CHECK(tensors[i].defined(), "stack: tensor " << i << " is undefined");
-    EMBER_CHECK(tensors[i].shape() == tensors[0].shape(),
-                "stack: expects each tensor to be equal size, but got " << shape_str(tensors[0].shape())
-                    << " at entry 0 and " << shape_str(tensors[i].shape()) << " at entry " << i
-                    << " (all shapes: " << shapes_str(tensors) << ")");
+    EMBER_CHECK(tensors[i].shape() == tensors[0].shape(), "stack: expects each tensor to be equal size, but got "
+                                                              << shape_str(tensors[0].shape()) << " at entry 0 and "
+                                                              << shape_str(tensors[i].shape()) << " at entry " << i
+                                                              << " (all shapes: " << shapes_str(tensors) << ")");
   }
   const Tensor& first = tensors[0];
   int64_t d = wrap_dim("stack", dim, first.dim() + 1, first.shape());
@@ -229,8 +229,8 @@ TensorList chunk(const Tensor& x, int64_t chunks, int64_t dim) {
   EMBER_CHECK(chunks > 0, "chunk: the number of chunks must be positive, got " << chunks);
   int64_t d = wrap_dim("chunk", dim, x.dim(), x.shape());
   int64_t n = x.size(d);
-  std::vector<int64_t> sizes = n == 0 ? std::vector<int64_t>(size_t(chunks), 0)
-                                      : even_split_sizes("chunk", (n + chunks - 1) / chunks, n);
+  std::vector<int64_t> sizes =
+      n == 0 ? std::vector<int64_t>(size_t(chunks), 0) : even_split_sizes("chunk", (n + chunks - 1) / chunks, n);
   return split_views("ChunkBackward", x, sizes, d);
 }
 

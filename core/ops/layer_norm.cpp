@@ -32,8 +32,7 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
     }
   }
   int64_t k = int64_t(normalized_shape.size());
-  EMBER_CHECK(k >= 1 && x_in.dim() >= k &&
-                  Shape(x_in.shape().end() - k, x_in.shape().end()) == normalized_shape,
+  EMBER_CHECK(k >= 1 && x_in.dim() >= k && Shape(x_in.shape().end() - k, x_in.shape().end()) == normalized_shape,
               "layer_norm: normalized_shape " << shape_str(normalized_shape)
                                               << " must match the last dims of the input of shape "
                                               << shape_str(x_in.shape()));
@@ -69,36 +68,35 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
     autograd::SavedTensor sx(x_in), sw(weight);
     bool need_w = weight.defined() && weight.requires_grad(), need_b = bias.defined() && bias.requires_grad();
     Shape xs = x_in.shape();
-    autograd::record("LayerNormBackward", {&y}, {x_in, weight, bias},
-                     [=](const TensorList& g) {
-                       EMBER_CHECK(!GradMode::is_enabled(),
-                                   "layer_norm: double backward (create_graph=true) is not supported; its "
-                                   "backward is a fused kernel without a recorded graph");
-                       Tensor xv = sx.unpack("LayerNormBackward").detach().contiguous();
-                       Tensor wv = sw.defined() ? sw.unpack("LayerNormBackward").detach().contiguous() : Tensor();
-                       Tensor gy = g[0].contiguous();
-                       Tensor dx = empty(xs, xv.dtype(), xv.device());
-                       Tensor dw = need_w ? empty(normalized_shape, xv.dtype(), xv.device()) : Tensor();
-                       Tensor db = need_b ? empty(normalized_shape, xv.dtype(), xv.device()) : Tensor();
-                       LayerNormArgs ba = a;
-                       ba.x = xv.data_ptr();
-                       ba.weight = wv.defined() ? wv.data_ptr() : nullptr;
-                       ba.bias = nullptr;
-                       ba.y = nullptr;
-                       ba.mean = mean.data_ptr();
-                       ba.rstd = rstd.data_ptr();
-                       ba.grad_y = gy.data_ptr();
-                       ba.grad_x = dx.data_ptr();
-                       ba.grad_weight = need_w ? dw.data_ptr() : nullptr;
-                       ba.grad_bias = need_b ? db.data_ptr() : nullptr;
-                       if (rows > 0) {
-                         layer_norm_backward_stub(xv.device().type)(ba);
-                       } else {
-                         if (need_w) dw.zero_();
-                         if (need_b) db.zero_();
-                       }
-                       return TensorList{dx, dw, db};
-                     });
+    autograd::record("LayerNormBackward", {&y}, {x_in, weight, bias}, [=](const TensorList& g) {
+      EMBER_CHECK(!GradMode::is_enabled(),
+                  "layer_norm: double backward (create_graph=true) is not supported; its "
+                  "backward is a fused kernel without a recorded graph");
+      Tensor xv = sx.unpack("LayerNormBackward").detach().contiguous();
+      Tensor wv = sw.defined() ? sw.unpack("LayerNormBackward").detach().contiguous() : Tensor();
+      Tensor gy = g[0].contiguous();
+      Tensor dx = empty(xs, xv.dtype(), xv.device());
+      Tensor dw = need_w ? empty(normalized_shape, xv.dtype(), xv.device()) : Tensor();
+      Tensor db = need_b ? empty(normalized_shape, xv.dtype(), xv.device()) : Tensor();
+      LayerNormArgs ba = a;
+      ba.x = xv.data_ptr();
+      ba.weight = wv.defined() ? wv.data_ptr() : nullptr;
+      ba.bias = nullptr;
+      ba.y = nullptr;
+      ba.mean = mean.data_ptr();
+      ba.rstd = rstd.data_ptr();
+      ba.grad_y = gy.data_ptr();
+      ba.grad_x = dx.data_ptr();
+      ba.grad_weight = need_w ? dw.data_ptr() : nullptr;
+      ba.grad_bias = need_b ? db.data_ptr() : nullptr;
+      if (rows > 0) {
+        layer_norm_backward_stub(xv.device().type)(ba);
+      } else {
+        if (need_w) dw.zero_();
+        if (need_b) db.zero_();
+      }
+      return TensorList{dx, dw, db};
+    });
   }
   return y;
 }

@@ -48,27 +48,28 @@ namespace {
 
 void check_linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   EMBER_CHECK(x.defined() && w.defined(), "linear: got an undefined " << (x.defined() ? "weight" : "input"));
-  EMBER_CHECK(x.dim() >= 1, "linear: the input must be at least 1-D [..., in_features], but got shape "
-                                << shape_str(x.shape()));
-  EMBER_CHECK(w.dim() == 2, "linear: the weight must be 2-D [out_features, in_features], but got shape "
-                                << shape_str(w.shape()));
-  EMBER_CHECK(x.size(-1) == w.size(1), "linear: input shape " << shape_str(x.shape()) << " and weight shape "
-                                                              << shape_str(w.shape())
-                                                              << " do not match: the last dim of the input (size "
-                                                              << x.size(-1) << ") must equal in_features, dim 1 of "
-                                                              << "the weight (size " << w.size(1) << ")");
+  EMBER_CHECK(x.dim() >= 1,
+              "linear: the input must be at least 1-D [..., in_features], but got shape " << shape_str(x.shape()));
+  EMBER_CHECK(w.dim() == 2,
+              "linear: the weight must be 2-D [out_features, in_features], but got shape " << shape_str(w.shape()));
+  EMBER_CHECK(x.size(-1) == w.size(1), "linear: input shape "
+                                           << shape_str(x.shape()) << " and weight shape " << shape_str(w.shape())
+                                           << " do not match: the last dim of the input (size " << x.size(-1)
+                                           << ") must equal in_features, dim 1 of "
+                                           << "the weight (size " << w.size(1) << ")");
   if (b.defined()) {
-    EMBER_CHECK(b.dim() == 1 && b.size(0) == w.size(0),
-                "linear: the bias must be 1-D [out_features] = [" << w.size(0) << "] for weight shape "
-                                                                  << shape_str(w.shape()) << ", but got shape "
-                                                                  << shape_str(b.shape()));
+    EMBER_CHECK(b.dim() == 1 && b.size(0) == w.size(0), "linear: the bias must be 1-D [out_features] = ["
+                                                            << w.size(0) << "] for weight shape "
+                                                            << shape_str(w.shape()) << ", but got shape "
+                                                            << shape_str(b.shape()));
   }
   for (const Tensor* t : {&w, &b}) {
     if (!t->defined()) continue;
     const char* name = t == &w ? "weight" : "bias";
-    EMBER_CHECK(t->device() == x.device(), "linear: expected the input and the " << name
-                                               << " on the same device, but found input " << describe(x) << " and "
-                                               << name << " " << describe(*t) << "; move one with .to(device)");
+    EMBER_CHECK(t->device() == x.device(), "linear: expected the input and the "
+                                               << name << " on the same device, but found input " << describe(x)
+                                               << " and " << name << " " << describe(*t)
+                                               << "; move one with .to(device)");
     EMBER_CHECK(t->dtype() == x.dtype(), "linear: expected the input and the "
                                              << name << " to have the same dtype, but got input " << describe(x)
                                              << " and " << name << " " << describe(*t)

@@ -21,9 +21,9 @@
 #include "core/autocast_state.h"
 #include "core/autograd/function.h"
 #include "core/ops.h"
-#include "core/ops/op_utils.h"
 #include "core/ops/gemm_kernels.h"
 #include "core/ops/gemm_layout.h"
+#include "core/ops/op_utils.h"
 
 namespace ember {
 
@@ -43,8 +43,7 @@ void check_operands(const Tensor& a, const Tensor& b) {
                                                 << shape_str(a.shape()) << " and " << shape_str(b.shape())
                                                 << "; use mul() to scale by a 0-dim tensor");
   EMBER_CHECK(a.device() == b.device(), "matmul: expected both operands on the same device, but found "
-                                            << describe(a) << " and " << describe(b)
-                                            << "; move one with .to(device)");
+                                            << describe(a) << " and " << describe(b) << "; move one with .to(device)");
   EMBER_CHECK(a.dtype() == b.dtype(), "matmul: expected both operands to have the same dtype, but got "
                                           << describe(a) << " and " << describe(b)
                                           << "; matmul does not promote, convert one with .to(dtype)");

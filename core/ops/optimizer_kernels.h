@@ -55,17 +55,17 @@ inline DType optim_state_dtype(DType param) {
 
 // Plain data: one parameter and its state.
 struct FusedTensor {
-  void* param = nullptr;        // numel elements of the param dtype
-  const void* grad = nullptr;   // numel elements of the param dtype
-  void* state[3] = {};          // state dtype; which slots are used depends on the optimizer
-  int64_t* step = nullptr;      // one int64 step counter, or null
+  void* param = nullptr;       // numel elements of the param dtype
+  const void* grad = nullptr;  // numel elements of the param dtype
+  void* state[3] = {};         // state dtype; which slots are used depends on the optimizer
+  int64_t* step = nullptr;     // one int64 step counter, or null
   int64_t numel = 0;
-  void* low_copy = nullptr;     // numel elements of FusedStepArgs::low_dtype, or null
+  void* low_copy = nullptr;  // numel elements of FusedStepArgs::low_dtype, or null
 };
 
 struct FusedStepArgs {
-  int device = 0;                 // CUDA device index (0 on the CPU)
-  DType dtype = DType::Float32;   // of params and grads
+  int device = 0;                        // CUDA device index (0 on the CPU)
+  DType dtype = DType::Float32;          // of params and grads
   const FusedTensor* tensors = nullptr;  // host array
   int64_t count = 0;
   const float* found_inf = nullptr;  // device memory; null: not used

@@ -99,9 +99,9 @@ void window_shape(const Tensor& x, PoolParams& p, bool ceil_mode) {
   for (int i = 0; i < 2; ++i) {
     p.out[i] = pooled_size(x.size(2 + i), p.kernel[i], p.stride[i], p.padding[i], p.dilation[i], ceil_mode);
   }
-  EMBER_CHECK(p.out[0] >= 1 && p.out[1] >= 1,
-              op << ": input of shape " << shape_str(x.shape()) << " with " << params << " gives an output of size "
-                 << p.out[0] << " x " << p.out[1] << ", which is too small; use a smaller kernel or more padding");
+  EMBER_CHECK(p.out[0] >= 1 && p.out[1] >= 1, op << ": input of shape " << shape_str(x.shape()) << " with " << params
+                                                 << " gives an output of size " << p.out[0] << " x " << p.out[1]
+                                                 << ", which is too small; use a smaller kernel or more padding");
 }
 
 PoolArgs make_args(const Shape& xs, const PoolParams& p, DType dtype, Device device, MemoryFormat format) {
@@ -151,8 +151,8 @@ Tensor pool_backward(const Tensor& gy_in, const Shape& xs, const PoolParams& p, 
     Shape ys = gy.shape();
     record(double_backward_name(p.op), {&dx}, {gy_in}, [=](const TensorList& g) {
       if (p.op != PoolOp::Max) return TensorList{pool_forward(g[0], p)};
-      Tensor picked = gather(g[0].reshape({xs[0], xs[1], xs[2] * xs[3]}), 2,
-                             indices.reshape({ys[0], ys[1], ys[2] * ys[3]}));
+      Tensor picked =
+          gather(g[0].reshape({xs[0], xs[1], xs[2] * xs[3]}), 2, indices.reshape({ys[0], ys[1], ys[2] * ys[3]}));
       return TensorList{picked.reshape(ys)};
     });
   }
@@ -200,9 +200,9 @@ Tensor avg_pool2d(const Tensor& input, Int2 kernel_size, Int2 stride, Int2 paddi
 
 Tensor adaptive_avg_pool2d(const Tensor& input, Int2 output_size) {
   check_input("adaptive_avg_pool2d", input);
-  EMBER_CHECK(output_size[0] >= 1 && output_size[1] >= 1,
-              "adaptive_avg_pool2d: output_size must be positive, got " << pair_str(output_size) << " for input of shape "
-                                                                        << shape_str(input.shape()));
+  EMBER_CHECK(output_size[0] >= 1 && output_size[1] >= 1, "adaptive_avg_pool2d: output_size must be positive, got "
+                                                              << pair_str(output_size) << " for input of shape "
+                                                              << shape_str(input.shape()));
   PoolParams p{PoolOp::AdaptiveAvg};
   p.out = output_size;
   return pool_forward(input, p);

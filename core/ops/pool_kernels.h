@@ -48,12 +48,12 @@ struct PoolArgs {
   int64_t padding_h = 0, padding_w = 0;
   int64_t dilation_h = 1, dilation_w = 1;
   bool count_include_pad = true;
-  const void* input = nullptr;   // forward
-  void* output = nullptr;        // forward
-  int64_t* indices = nullptr;    // Max: written by forward, read by backward
-  const void* grad_output = nullptr;  // backward
+  const void* input = nullptr;             // forward
+  void* output = nullptr;                  // forward
+  int64_t* indices = nullptr;              // Max: written by forward, read by backward
+  const void* grad_output = nullptr;       // backward
   bool grad_output_channels_last = false;  // grad_output (N, H, W, C) in memory
-  void* grad_input = nullptr;         // backward
+  void* grad_input = nullptr;              // backward
 };
 
 using PoolKernelFn = void(PoolOp op, const PoolArgs& args);

@@ -93,11 +93,11 @@ Layout layout_for(const Tensor& x, const std::vector<bool>& mask) {
 void run_reduce(const char* op, ReduceOp rop, const Tensor& x, const std::vector<bool>& mask, Tensor* values,
                 Tensor* indices, double correction = 1) {
   Layout l = layout_for(x.detach(), mask);
-  bool has_identity = rop == ReduceOp::Sum || rop == ReduceOp::Mean || rop == ReduceOp::Var ||
-                      rop == ReduceOp::Std || rop == ReduceOp::LogSumExp;
-  EMBER_CHECK(has_identity || l.reduce > 0,
-              op << ": cannot reduce over a zero-size dimension of a tensor of shape " << shape_str(x.shape())
-                 << " (" << op << " of no elements is undefined); reduce over non-empty dims only");
+  bool has_identity = rop == ReduceOp::Sum || rop == ReduceOp::Mean || rop == ReduceOp::Var || rop == ReduceOp::Std ||
+                      rop == ReduceOp::LogSumExp;
+  EMBER_CHECK(has_identity || l.reduce > 0, op << ": cannot reduce over a zero-size dimension of a tensor of shape "
+                                               << shape_str(x.shape()) << " (" << op
+                                               << " of no elements is undefined); reduce over non-empty dims only");
   ReduceArgs a;
   a.device = x.device().index;
   a.in = l.input.data_ptr();
@@ -214,8 +214,8 @@ Tensor arg_extreme(const char* op, ReduceOp rop, const Tensor& x, const Shape& d
 }
 
 // var and std (std = sqrt(var), in one kernel pass).
-Tensor var_std(const char* op, const char* node, ReduceOp rop, const Tensor& x, const Shape& dims,
-               int64_t correction, bool keepdim) {
+Tensor var_std(const char* op, const char* node, ReduceOp rop, const Tensor& x, const Shape& dims, int64_t correction,
+               bool keepdim) {
   check_floating(op, x);
   std::vector<bool> mask = reduced_mask(op, x, dims);
   Tensor out = empty(reduced_shape(x, mask, keepdim), x.dtype(), x.device());
@@ -265,8 +265,8 @@ Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) {
 Tensor sum_to(const Tensor& x, const Shape& shape) {
   if (x.shape() == shape) return x;
   int64_t lead = x.dim() - int64_t(shape.size());
-  EMBER_CHECK(lead >= 0, "sum_to: shape " << shape_str(x.shape()) << " cannot be summed to the larger shape "
-                                          << shape_str(shape));
+  EMBER_CHECK(lead >= 0,
+              "sum_to: shape " << shape_str(x.shape()) << " cannot be summed to the larger shape " << shape_str(shape));
   Shape dims;
   for (int64_t d = 0; d < x.dim(); ++d) {
     if (d < lead) {

@@ -42,14 +42,14 @@ enum class ReduceOp : uint8_t { Sum, Mean, Max, Min, ArgMax, ArgMin, Var, Std, L
 
 // Plain data, passable by value to a CUDA kernel.
 struct ReduceArgs {
-  int device = 0;               // CUDA device index (ignored on CPU)
-  const void* in = nullptr;     // [outer, reduce, inner], in_dtype
-  void* out = nullptr;          // [outer, inner], out_dtype; null for ArgMax/ArgMin
-  int64_t* indices = nullptr;   // [outer, inner]; for ArgMax/ArgMin, and for Max/Min when wanted
+  int device = 0;              // CUDA device index (ignored on CPU)
+  const void* in = nullptr;    // [outer, reduce, inner], in_dtype
+  void* out = nullptr;         // [outer, inner], out_dtype; null for ArgMax/ArgMin
+  int64_t* indices = nullptr;  // [outer, inner]; for ArgMax/ArgMin, and for Max/Min when wanted
   int64_t outer = 1, reduce = 1, inner = 1;
   DType in_dtype = DType::Float32;
   DType out_dtype = DType::Float32;
-  double correction = 1;        // Var and Std only
+  double correction = 1;  // Var and Std only
 };
 
 using ReduceKernelFn = void(ReduceOp op, const ReduceArgs& args);

@@ -35,7 +35,7 @@ struct Distributed {
   bool enabled = false;
   int rank = 0;
   int world_size = 1;
-  std::string backend;  // "gloo" or "nccl"; empty in one process
+  std::string backend;   // "gloo" or "nccl"; empty in one process
   Device device = kCPU;  // where this rank trains
   std::shared_ptr<parallel::ProcessGroup> group;
 

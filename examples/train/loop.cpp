@@ -68,8 +68,8 @@ TrainStats train_epoch(nn::UnaryModule& model, data::DataLoader& loader, optim::
   }
   if (bar) bar->finish();
   // Waits for the GPU.
-  std::vector<double> totals = {samples > 0 ? loss_sum.item<double>() : 0.0,
-                                samples > 0 ? correct.item<double>() : 0.0, double(samples)};
+  std::vector<double> totals = {samples > 0 ? loss_sum.item<double>() : 0.0, samples > 0 ? correct.item<double>() : 0.0,
+                                double(samples)};
   if (reporting.sum) reporting.sum(totals);
   TrainStats stats;
   stats.samples = int64_t(totals[2]);

@@ -55,8 +55,8 @@ struct TrainStats {
 using Augmentation = std::function<Tensor(const Tensor&)>;
 
 struct MixedPrecision {
-  std::optional<DType> dtype;          // none: float32
-  amp::GradScaler* scaler = nullptr;   // float16: dynamic loss scaling
+  std::optional<DType> dtype;         // none: float32
+  amp::GradScaler* scaler = nullptr;  // float16: dynamic loss scaling
 };
 
 // Adds up, in place, each rank's values of a distributed run (the same

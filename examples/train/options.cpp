@@ -94,19 +94,22 @@ const std::vector<Flag>& flags() {
        [](Raw& r, const std::string& f, const std::string& v) {
          r.options.model = parse_choice<ModelKind>(f, v, {{"mlp", ModelKind::MLP}, {"cnn", ModelKind::CNN}});
        }},
-      {"--device", "cpu|cuda|cuda:N|auto", "where to train; auto is cuda:0 when a GPU is visible, else cpu; default auto",
+      {"--device", "cpu|cuda|cuda:N|auto",
+       "where to train; auto is cuda:0 when a GPU is visible, else cpu; default auto",
        [](Raw& r, const std::string&, const std::string& v) { r.device = v; }},
       {"--epochs", "N", "total epochs of the run (the schedule spans them); default 10",
        [](Raw& r, const std::string& f, const std::string& v) {
          r.options.epochs = parse_integer<int64_t>(f, v, 1, 100000);
        }},
-      {"--batch-size", "N", "examples per training step (and per evaluation batch), per rank when distributed "
-                            "(the global batch is N times the number of ranks); default 64",
+      {"--batch-size", "N",
+       "examples per training step (and per evaluation batch), per rank when distributed "
+       "(the global batch is N times the number of ranks); default 64",
        [](Raw& r, const std::string& f, const std::string& v) {
          r.options.batch_size = parse_integer<int64_t>(f, v, 1, 1 << 20);
        }},
-      {"--lr", "X", "peak learning rate; default " + format_default(kAdamLr) + " (adam, adamw), " +
-                        format_default(kSgdLr) + " (sgd)",
+      {"--lr", "X",
+       "peak learning rate; default " + format_default(kAdamLr) + " (adam, adamw), " + format_default(kSgdLr) +
+           " (sgd)",
        [](Raw& r, const std::string& f, const std::string& v) { r.lr = parse_number(f, v, 0, true, 10); }},
       {"--optimizer", "sgd|adam|adamw", "sgd (with --momentum), adam or adamw; default adam",
        [](Raw& r, const std::string& f, const std::string& v) {
@@ -119,23 +122,27 @@ const std::vector<Flag>& flags() {
        }},
       {"--weight-decay", "X", "weight decay; default 0 (sgd, adam), " + format_default(kAdamWWeightDecay) + " (adamw)",
        [](Raw& r, const std::string& f, const std::string& v) { r.weight_decay = parse_number(f, v, 0, false, 1); }},
-      {"--dropout", "P", "dropout probability; default " + format_default(kMlpDropout) + " (mlp), " +
-                             format_default(kCnnDropout) + " (cnn)",
+      {"--dropout", "P",
+       "dropout probability; default " + format_default(kMlpDropout) + " (mlp), " + format_default(kCnnDropout) +
+           " (cnn)",
        [](Raw& r, const std::string& f, const std::string& v) { r.dropout = parse_number(f, v, 0, false, 0.95); }},
-      {"--schedule", "cosine|none", "learning-rate schedule, stepped every batch: cosine to 0 over the run, or "
-                                    "constant; default cosine",
+      {"--schedule", "cosine|none",
+       "learning-rate schedule, stepped every batch: cosine to 0 over the run, or "
+       "constant; default cosine",
        [](Raw& r, const std::string& f, const std::string& v) {
          r.options.schedule = parse_choice<Schedule>(f, v, {{"cosine", Schedule::Cosine}, {"none", Schedule::None}});
        }},
-      {"--augment", "flip|flip+shift|none", "training-time augmentation: random horizontal flips of half the images, "
-                                            "those and random shifts of up to 2 pixels, or none; default flip (cnn), "
-                                            "none (mlp)",
+      {"--augment", "flip|flip+shift|none",
+       "training-time augmentation: random horizontal flips of half the images, "
+       "those and random shifts of up to 2 pixels, or none; default flip (cnn), "
+       "none (mlp)",
        [](Raw& r, const std::string& f, const std::string& v) {
          r.augment = parse_choice<Augment>(
              f, v, {{"flip", Augment::Flip}, {"flip+shift", Augment::FlipShift}, {"none", Augment::None}});
        }},
-      {"--amp", "fp16|bf16|none", "mixed precision: the forward and the loss under autocast in float16 (with "
-                                  "dynamic loss scaling) or bfloat16, on the training device; default none",
+      {"--amp", "fp16|bf16|none",
+       "mixed precision: the forward and the loss under autocast in float16 (with "
+       "dynamic loss scaling) or bfloat16, on the training device; default none",
        [](Raw& r, const std::string& f, const std::string& v) {
          r.options.amp = parse_choice<Amp>(f, v, {{"fp16", Amp::FP16}, {"bf16", Amp::BF16}, {"none", Amp::None}});
        }},
@@ -157,42 +164,48 @@ const std::vector<Flag>& flags() {
        [](Raw& r, const std::string& f, const std::string& v) {
          r.options.workers = parse_integer<int>(f, v, 0, kMaxWorkers);
        }},
-      {"--log", "FILE.csv", "write epoch,train_loss,train_acc,test_acc,seconds,lr per epoch (accuracies in %); "
-                            "default none",
+      {"--log", "FILE.csv",
+       "write epoch,train_loss,train_acc,test_acc,seconds,lr per epoch (accuracies in %); "
+       "default none",
        [](Raw& r, const std::string&, const std::string& v) { r.options.log = v; }},
-      {"--checkpoint", "FILE.safetensors", "save model, optimizer, schedule and RNG state after every epoch "
-                                           "(atomically); default none",
+      {"--checkpoint", "FILE.safetensors",
+       "save model, optimizer, schedule and RNG state after every epoch "
+       "(atomically); default none",
        [](Raw& r, const std::string&, const std::string& v) { r.options.checkpoint = v; }},
       {"--resume", "FILE", "continue the run saved in a checkpoint from its next epoch; default none",
        [](Raw& r, const std::string&, const std::string& v) { r.options.resume = v; }},
-      {"--stop-after", "N", "end this invocation after epoch N (continue later with --resume); default 0 "
-                            "(run to --epochs)",
+      {"--stop-after", "N",
+       "end this invocation after epoch N (continue later with --resume); default 0 "
+       "(run to --epochs)",
        [](Raw& r, const std::string& f, const std::string& v) {
          r.options.stop_after = parse_integer<int64_t>(f, v, 0, 100000);
        }},
-      {"--distributed", nullptr, "train as one rank of a data-parallel run (DistributedDataParallel): join the "
-                                 "process group that the launcher's variables describe (RANK, WORLD_SIZE, "
-                                 "MASTER_ADDR, MASTER_PORT). Implied under ember-run (or torchrun, mpirun, srun) "
-                                 "with more than one rank. Each rank trains on its share of the training set "
-                                 "(DistributedSampler) and evaluates its share of the test set; rank 0 prints, logs "
-                                 "and checkpoints. On the CPU through gloo; on CUDA through nccl, local rank k on "
-                                 "cuda:k; default off",
+      {"--distributed", nullptr,
+       "train as one rank of a data-parallel run (DistributedDataParallel): join the "
+       "process group that the launcher's variables describe (RANK, WORLD_SIZE, "
+       "MASTER_ADDR, MASTER_PORT). Implied under ember-run (or torchrun, mpirun, srun) "
+       "with more than one rank. Each rank trains on its share of the training set "
+       "(DistributedSampler) and evaluates its share of the test set; rank 0 prints, logs "
+       "and checkpoints. On the CPU through gloo; on CUDA through nccl, local rank k on "
+       "cuda:k; default off",
        [](Raw& r, const std::string&, const std::string&) { r.options.distributed = true; }},
-      {"--dist-timeout", "S", "distributed: seconds a collective may wait for the other ranks before the run fails "
-                              "(a rank that died or hangs); default 1800",
+      {"--dist-timeout", "S",
+       "distributed: seconds a collective may wait for the other ranks before the run fails "
+       "(a rank that died or hangs); default 1800",
        [](Raw& r, const std::string& f, const std::string& v) {
          r.options.dist_timeout = std::chrono::seconds(parse_integer<int64_t>(f, v, 1, 86400));
        }},
-      {"--sync-bn", nullptr, "cnn, distributed: normalize with the batch statistics of all ranks (SyncBatchNorm) "
-                             "instead of each rank's own; default off",
+      {"--sync-bn", nullptr,
+       "cnn, distributed: normalize with the batch statistics of all ranks (SyncBatchNorm) "
+       "instead of each rank's own; default off",
        [](Raw& r, const std::string&, const std::string&) { r.options.sync_bn = true; }},
-      {"--channels-last", nullptr, "cnn: lay out the weights channels-last (Module::to(MemoryFormat::ChannelsLast)): "
-                                   "the convolutions run cuDNN's NHWC engines, and batch norm, ReLU and pooling "
-                                   "keep the layout; default off (NCHW)",
+      {"--channels-last", nullptr,
+       "cnn: lay out the weights channels-last (Module::to(MemoryFormat::ChannelsLast)): "
+       "the convolutions run cuDNN's NHWC engines, and batch norm, ReLU and pooling "
+       "keep the layout; default off (NCHW)",
        [](Raw& r, const std::string&, const std::string&) { r.options.channels_last = true; }},
-      {"--help", nullptr, "print this text and exit", [](Raw& r, const std::string&, const std::string&) {
-         r.options.help = true;
-       }},
+      {"--help", nullptr, "print this text and exit",
+       [](Raw& r, const std::string&, const std::string&) { r.options.help = true; }},
   };
   return table;
 }
@@ -255,8 +268,10 @@ Options finish(Raw raw) {
   if (o.data.empty()) o.data = data::kFashionMNISTRoot;
   std::error_code ec;
   if (!std::filesystem::is_directory(o.data, ec)) {
-    throw UsageError("--data: '" + o.data + "' is not a directory; Fashion-MNIST comes with Debian's package "
-                     "dataset-fashion-mnist (in " + data::kFashionMNISTRoot + ")");
+    throw UsageError("--data: '" + o.data +
+                     "' is not a directory; Fashion-MNIST comes with Debian's package "
+                     "dataset-fashion-mnist (in " +
+                     data::kFashionMNISTRoot + ")");
   }
   return o;
 }

@@ -48,22 +48,22 @@ struct Options {
   int64_t batch_size = 64;
   double lr = 1e-3;
   OptimizerKind optimizer = OptimizerKind::Adam;
-  double momentum = 0.9;       // SGD only
+  double momentum = 0.9;  // SGD only
   double weight_decay = 0;
   double dropout = 0;
   Schedule schedule = Schedule::Cosine;
   Augment augment = Augment::None;
-  Amp amp = Amp::None;         // mixed precision: autocast (+ GradScaler for fp16)
+  Amp amp = Amp::None;  // mixed precision: autocast (+ GradScaler for fp16)
   uint64_t seed = 0;
   std::string data;
-  int64_t limit_train = 0;     // 0: the whole split
+  int64_t limit_train = 0;  // 0: the whole split
   int64_t limit_test = 0;
   int workers = 2;
-  std::string log;             // empty: no CSV log
-  std::string checkpoint;      // empty: no checkpoints
-  std::string resume;          // empty: start from scratch
-  int64_t stop_after = 0;      // 0: run to --epochs
-  bool distributed = false;    // --distributed (also implied by a launcher's WORLD_SIZE > 1)
+  std::string log;           // empty: no CSV log
+  std::string checkpoint;    // empty: no checkpoints
+  std::string resume;        // empty: start from scratch
+  int64_t stop_after = 0;    // 0: run to --epochs
+  bool distributed = false;  // --distributed (also implied by a launcher's WORLD_SIZE > 1)
   std::chrono::milliseconds dist_timeout = std::chrono::minutes(30);
   bool sync_bn = false;        // cnn: SyncBatchNorm in a distributed run
   bool channels_last = false;  // cnn: weights (so activations) channels-last

@@ -50,8 +50,7 @@ void Progress::draw(int64_t done, int64_t samples, double loss) {
   const double rate = elapsed > 0 ? double(samples) / elapsed : 0.0;
   const double eta = done > 0 ? elapsed * double(total_ - done) / double(done) : 0.0;
   char stats[128];
-  int n = std::snprintf(stats, sizeof stats, "%lld/%lld", static_cast<long long>(done),
-                        static_cast<long long>(total_));
+  int n = std::snprintf(stats, sizeof stats, "%lld/%lld", static_cast<long long>(done), static_cast<long long>(total_));
   if (loss >= 0) n += std::snprintf(stats + n, sizeof stats - size_t(n), "  loss %.4f", loss);
   std::snprintf(stats + n, sizeof stats - size_t(n), "  %.0f samples/s  ETA %s", rate, format_duration(eta).c_str());
   if (tty_) {

@@ -11,8 +11,8 @@ namespace {
 
 int64_t counter(const Checkpoint& c, const std::string& path, const char* name) {
   auto it = c.counters.find(name);
-  EMBER_CHECK(it != c.counters.end(), "ember-train: " << path << " has no \"" << name
-                                                      << "\" counter; it was not written by ember-train");
+  EMBER_CHECK(it != c.counters.end(),
+              "ember-train: " << path << " has no \"" << name << "\" counter; it was not written by ember-train");
   return it->second;
 }
 
@@ -47,8 +47,8 @@ RunPosition load_run(const std::string& path, nn::Module& model, optim::Optimize
     auto it = c.metadata.find(name);
     const std::string saved = it == c.metadata.end() ? "(not recorded)" : it->second;
     if (saved != value) {
-      throw UsageError("--resume: " + path + " was saved by a run with --" + name + " " + saved + ", but this run has --" +
-                       name + " " + value + "; resume with the same --" + name);
+      throw UsageError("--resume: " + path + " was saved by a run with --" + name + " " + saved +
+                       ", but this run has --" + name + " " + value + "; resume with the same --" + name);
     }
   }
   EMBER_CHECK(c.scheduler.has_value() == (scheduler != nullptr),

@@ -33,9 +33,8 @@ void unscale_and_check_typed(const optim::MultiTensorArgs& a, const float* inv_s
 }
 
 void unscale_and_check(const optim::MultiTensorArgs& a, const float* inv_scale, float* found_inf) {
-  EMBER_DISPATCH_FLOAT(a.dtype, "amp::GradScaler unscale", [&]<typename T>() {
-    unscale_and_check_typed<T>(a, inv_scale, found_inf);
-  });
+  EMBER_DISPATCH_FLOAT(a.dtype, "amp::GradScaler unscale",
+                       [&]<typename T>() { unscale_and_check_typed<T>(a, inv_scale, found_inf); });
 }
 
 void update_scale(const amp::ScaleState& s, const amp::ScaleRule& r) { amp_math::update_scale_rule(s, r); }
@@ -49,8 +48,8 @@ void cast_many(const optim::MultiTensorArgs& a) {
     }
   };
   if (a.dtype == DType::Float16) return run.template operator()<Half>();
-  EMBER_CHECK(a.dtype == DType::BFloat16, "amp::autocast: the batched cast makes float16 or bfloat16, not "
-                                              << dtype_name(a.dtype));
+  EMBER_CHECK(a.dtype == DType::BFloat16,
+              "amp::autocast: the batched cast makes float16 or bfloat16, not " << dtype_name(a.dtype));
   run.template operator()<BFloat16>();
 }
 

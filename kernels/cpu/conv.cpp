@@ -107,9 +107,7 @@ class Output {
 
 // The arrays of a call: input, weight and output sides.
 Array4 input_dims(const ConvArgs& a) { return {a.n, a.c_in, a.h, a.w, a.channels_last}; }
-Array4 weight_dims(const ConvArgs& a) {
-  return {a.c_out, a.c_in / a.groups, a.kernel_h, a.kernel_w, a.channels_last};
-}
+Array4 weight_dims(const ConvArgs& a) { return {a.c_out, a.c_in / a.groups, a.kernel_h, a.kernel_w, a.channels_last}; }
 Array4 output_dims(const ConvArgs& a) { return {a.n, a.c_out, a.out_h, a.out_w, a.channels_last}; }
 Array4 bias_dims(const ConvArgs& a) { return {1, a.c_out, 1, 1, false}; }
 

@@ -7,9 +7,9 @@
 #include <limits>
 #include <string>
 
+#include "core/ops.h"
 #include "core/ops/cross_entropy_kernels.h"
 #include "core/ops/index_kernels.h"
-#include "core/ops.h"
 #include "kernels/acc_type.h"
 
 namespace ember::cpu {

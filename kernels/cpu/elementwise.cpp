@@ -63,9 +63,8 @@ void compare_kernel(CompareOp op, const ElementwiseArgs& args, DType dtype, cons
 }
 
 void where_kernel(const ElementwiseArgs& args, DType dtype) {
-  EMBER_DISPATCH_DTYPE(dtype, "where", [&]<typename T>() {
-    cpu_map<T, bool, T, T>(args, [](bool c, T a, T b) { return c ? a : b; });
-  });
+  EMBER_DISPATCH_DTYPE(dtype, "where",
+                       [&]<typename T>() { cpu_map<T, bool, T, T>(args, [](bool c, T a, T b) { return c ? a : b; }); });
 }
 
 void cast_kernel(const ElementwiseArgs& args, DType out_dtype, DType in_dtype) {
@@ -90,8 +89,7 @@ void fill_kernel(const ElementwiseArgs& args, DType dtype, const Scalar& value) 
   });
 }
 
-void random_kernel(const ElementwiseArgs& args, DType dtype, RandomKind kind, GeneratorState st, double a,
-                   double b) {
+void random_kernel(const ElementwiseArgs& args, DType dtype, RandomKind kind, GeneratorState st, double a, double b) {
   EMBER_DISPATCH_FLOAT(dtype, "random", [&]<typename T>() {
     if (kind == RandomKind::Uniform) {
       float lo = float(a), span = float(b - a);

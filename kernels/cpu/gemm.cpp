@@ -15,11 +15,11 @@ namespace ember::cpu {
 namespace {
 
 template <typename T, int Order>
-using ConstMap = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Order>, Eigen::Unaligned,
-                            Eigen::OuterStride<>>;
+using ConstMap =
+    Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Order>, Eigen::Unaligned, Eigen::OuterStride<>>;
 template <typename T>
-using RowMajorMap =
-    Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>, Eigen::Unaligned, Eigen::OuterStride<>>;
+using RowMajorMap = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>, Eigen::Unaligned,
+                               Eigen::OuterStride<>>;
 
 // Calls f with op(X) as an rows x cols Eigen expression over p.
 template <typename T, typename F>

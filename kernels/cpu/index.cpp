@@ -16,7 +16,8 @@ void check_range(const IndexArgs& a) {
   const I* index = static_cast<const I*>(a.index);
   for (int64_t i = 0; i < a.index_numel; ++i) {
     int64_t v = int64_t(index[i]);
-    if (v < 0 || v >= a.dim_size) [[unlikely]] index_out_of_range(a, v);
+    if (v < 0 || v >= a.dim_size) [[unlikely]]
+      index_out_of_range(a, v);
   }
 }
 

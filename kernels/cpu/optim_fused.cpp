@@ -5,9 +5,9 @@
 #include <cmath>
 #include <limits>
 
+#include "core/ops/optimizer_kernels.h"
 #include "kernels/acc_type.h"
 #include "kernels/optim_math.h"
-#include "core/ops/optimizer_kernels.h"
 
 namespace ember::cpu {
 namespace {

@@ -25,8 +25,8 @@ bool is_nan(A v) {
 
 // Sum's accumulator: int64 for integers and bool, double for double, else float.
 template <typename T>
-using sum_t = std::conditional_t<std::is_same_v<T, double>, double,
-                                 std::conditional_t<std::is_integral_v<T>, int64_t, float>>;
+using sum_t =
+    std::conditional_t<std::is_same_v<T, double>, double, std::conditional_t<std::is_integral_v<T>, int64_t, float>>;
 
 // Runs step(acc[i], x, r) over every element of each outer block in memory
 // order, then finish(acc[i], j) with j = o * inner + i, the output index.

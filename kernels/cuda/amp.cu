@@ -75,11 +75,11 @@ void unscale_and_check(const MultiTensorArgs& a, const float* inv_scale, float* 
   EMBER_DISPATCH_FLOAT(a.dtype, "amp::GradScaler unscale", [&]<typename T>() {
     for_each_chunk_list<1, kParamListTensors>(a.tensors, a.count, pick_param, [&](const ParamList& list, int blocks) {
       if (inv_scale != nullptr) {
-        unscale_and_check_kernel<T, true><<<unsigned(blocks), kMultiTensorThreads, 0, stream>>>(list, inv_scale,
-                                                                                                found_inf);
+        unscale_and_check_kernel<T, true>
+            <<<unsigned(blocks), kMultiTensorThreads, 0, stream>>>(list, inv_scale, found_inf);
       } else {
-        unscale_and_check_kernel<T, false><<<unsigned(blocks), kMultiTensorThreads, 0, stream>>>(list, nullptr,
-                                                                                                 found_inf);
+        unscale_and_check_kernel<T, false>
+            <<<unsigned(blocks), kMultiTensorThreads, 0, stream>>>(list, nullptr, found_inf);
       }
       EMBER_CUDA_CHECK_LAUNCH();
     });

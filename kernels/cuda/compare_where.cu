@@ -32,7 +32,8 @@ void compare_kernel(CompareOp op, const ElementwiseArgs& args, DType dtype, cons
       if (scalar.side == ScalarOperand::Side::None) {
         launch_map<bool, T, T>(args, CompareFn<OP, A>{});
       } else {
-        launch_map<bool, T>(args, CompareScalarFn<OP, A>{scalar.value.to<A>(), scalar.side == ScalarOperand::Side::Lhs});
+        launch_map<bool, T>(args,
+                            CompareScalarFn<OP, A>{scalar.value.to<A>(), scalar.side == ScalarOperand::Side::Lhs});
       }
     });
   });

@@ -5,8 +5,8 @@
 #include <algorithm>
 
 #include "kernels/cuda/common/block_reduce.cuh"
-#include "kernels/cuda/conv_bias.h"
 #include "kernels/cuda/common/elementwise_launch.cuh"
+#include "kernels/cuda/conv_bias.h"
 
 namespace ember::cuda {
 namespace {

@@ -23,10 +23,10 @@
 #include "core/error.h"
 #include "core/ops.h"
 #include "kernels/cuda/common/block_reduce.cuh"
-#include "kernels/cuda/conv_small_filter.h"
 #include "kernels/cuda/common/elementwise_launch.cuh"
 #include "kernels/cuda/common/grid_math.h"
 #include "kernels/cuda/common/workspace.h"
+#include "kernels/cuda/conv_small_filter.h"
 
 namespace ember::cuda {
 namespace {
@@ -63,8 +63,8 @@ Chunks chunks_of(const ConvArgs& a, int chunk) {
 }
 
 template <typename T, int MaxTaps>
-__global__ void __launch_bounds__(kThreads) partial_sums_kernel(const ConvArgs a, int taps, Chunks chunks,
-                                                                acc_t<T>* partials) {
+__global__ void __launch_bounds__(kThreads)
+    partial_sums_kernel(const ConvArgs a, int taps, Chunks chunks, acc_t<T>* partials) {
   using A = acc_t<T>;
   constexpr int C = kChunk<MaxTaps>;
   // Each tap's offsets from the window's corner: rows, columns, and
@@ -113,8 +113,9 @@ __global__ void __launch_bounds__(kThreads) partial_sums_kernel(const ConvArgs a
     }
 #pragma unroll
     for (int j = 0; j < C; ++j) {
-      const A g = j < count ? to_acc(gy[a.channels_last ? pos * c_out + first + j : (b * c_out + first + j) * plane + r])
-                            : A(0);
+      const A g = j < count
+                      ? to_acc(gy[a.channels_last ? pos * c_out + first + j : (b * c_out + first + j) * plane + r])
+                      : A(0);
       acc[j][MaxTaps] += g;
 #pragma unroll
       for (int t = 0; t < MaxTaps; ++t) acc[j][t] += g * window[t];
@@ -144,8 +145,8 @@ __global__ void __launch_bounds__(kThreads) partial_sums_kernel(const ConvArgs a
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kThreads) finish_kernel(const ConvArgs a, int taps, int blocks,
-                                                          const acc_t<T>* partials) {
+__global__ void __launch_bounds__(kThreads)
+    finish_kernel(const ConvArgs a, int taps, int blocks, const acc_t<T>* partials) {
   using A = acc_t<T>;
   const int64_t entry = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32, entries = taps + 1;
   const int lane = int(threadIdx.x) & 31;

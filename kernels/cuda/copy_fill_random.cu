@@ -53,7 +53,8 @@ void cast_kernel(const ElementwiseArgs& args, DType out_dtype, DType in_dtype) {
 }
 
 void fill_kernel(const ElementwiseArgs& args, DType dtype, const Scalar& value) {
-  EMBER_DISPATCH_DTYPE(dtype, "fill", [&]<typename T>() { launch_map<T>(args, FillFn<acc_t<T>>{value.to<acc_t<T>>()}); });
+  EMBER_DISPATCH_DTYPE(dtype, "fill",
+                       [&]<typename T>() { launch_map<T>(args, FillFn<acc_t<T>>{value.to<acc_t<T>>()}); });
 }
 
 void random_kernel(const ElementwiseArgs& args, DType dtype, RandomKind kind, GeneratorState st, double a, double b) {

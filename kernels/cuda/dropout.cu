@@ -14,7 +14,8 @@ __global__ void dropout_cuda_kernel(DropoutArgs a) {
   const T* in = static_cast<const T*>(a.in);
   const uint64_t offset = a.state.offset + (a.offset_shift != nullptr ? *a.offset_shift : 0);
   bool keep = philox::uniform(philox::generate(a.state.seed, offset + uint64_t(i)).x) >= float(a.p);
-  static_cast<T*>(a.out)[i] = keep ? from_acc<T>(acc_t<T>(to_acc(in[i]) * acc_t<T>(a.scale))) : from_acc<T>(acc_t<T>(0));
+  static_cast<T*>(a.out)[i] =
+      keep ? from_acc<T>(acc_t<T>(to_acc(in[i]) * acc_t<T>(a.scale))) : from_acc<T>(acc_t<T>(0));
 }
 
 void dropout_kernel(const DropoutArgs& a) {

@@ -157,8 +157,8 @@ void check_indices(const IndexArgs& a, cudaStream_t stream) {
   raise_pending_index_error();
   if (a.index_numel == 0) return;
   const IndexCheckTarget target = begin_index_check(a.device, a.op, a.dim, a.dim_size);
-  check_index_kernel<I><<<1, kCheckThreads, 0, stream>>>(static_cast<const I*>(a.index), a.index_numel, a.dim_size,
-                                                         target);
+  check_index_kernel<I>
+      <<<1, kCheckThreads, 0, stream>>>(static_cast<const I*>(a.index), a.index_numel, a.dim_size, target);
   EMBER_CUDA_CHECK_LAUNCH();
   raise_pending_index_error();
 }

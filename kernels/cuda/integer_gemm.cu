@@ -25,9 +25,9 @@
 namespace ember::cuda {
 namespace {
 
-constexpr int kTile = 64;     // rows and columns of C per block
-constexpr int kTileK = 16;    // depth of a shared-memory stage
-constexpr int kThreads = 16;  // per block side
+constexpr int kTile = 64;               // rows and columns of C per block
+constexpr int kTileK = 16;              // depth of a shared-memory stage
+constexpr int kThreads = 16;            // per block side
 constexpr int kPer = kTile / kThreads;  // outputs per thread per side
 constexpr int kMaxGridYZ = 65535;
 

@@ -260,7 +260,8 @@ void backward(const LayerNormArgs& a) {
     Tensor partial = empty({2, slices, a.cols}, layer_norm_stats_dtype(a.dtype), cuda_device(a.device));
     S* pw = static_cast<S*>(partial.data_ptr());
     S* pb = pw + int64_t(slices) * a.cols;
-    layer_norm_backward_params_kernel<T, S><<<dim3(unsigned(col_blocks), unsigned(slices)), dim3(32, 8), 0, stream>>>(a, pw, pb);
+    layer_norm_backward_params_kernel<T, S>
+        <<<dim3(unsigned(col_blocks), unsigned(slices)), dim3(32, 8), 0, stream>>>(a, pw, pb);
     EMBER_CUDA_CHECK_LAUNCH();
     layer_norm_sum_partials_kernel<T, S><<<unsigned((a.cols + 255) / 256), 256, 0, stream>>>(a, pw, pb, slices);
     EMBER_CUDA_CHECK_LAUNCH();

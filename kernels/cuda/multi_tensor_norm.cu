@@ -9,11 +9,11 @@
 
 #include <cmath>
 
+#include "core/ops/optimizer_kernels.h"
 #include "kernels/cuda/common/block_reduce.cuh"
 #include "kernels/cuda/common/elementwise_launch.cuh"
 #include "kernels/cuda/common/multi_tensor_apply.cuh"
 #include "kernels/optim_math.h"
-#include "core/ops/optimizer_kernels.h"
 
 namespace ember::cuda {
 namespace {
@@ -77,7 +77,8 @@ void norm_partials(const MultiTensorArgs& a, double norm_type, void* partials) {
     const bool inf = std::isinf(norm_type);
     for_each_chunk_list<1, kParamListTensors>(a.tensors, a.count, pick_param, [&](const ParamList& list, int blocks) {
       if (inf) norm_partials_kernel<T, true><<<unsigned(blocks), kMultiTensorThreads, 0, stream>>>(list, A(0), out);
-      else norm_partials_kernel<T, false><<<unsigned(blocks), kMultiTensorThreads, 0, stream>>>(list, A(norm_type), out);
+      else
+        norm_partials_kernel<T, false><<<unsigned(blocks), kMultiTensorThreads, 0, stream>>>(list, A(norm_type), out);
       EMBER_CUDA_CHECK_LAUNCH();
     });
   });

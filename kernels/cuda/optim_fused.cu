@@ -9,10 +9,10 @@
 // written by the update launches, so blocks sharing a tensor cannot race.
 #include <cuda_runtime.h>
 
+#include "core/ops/optimizer_kernels.h"
 #include "kernels/cuda/common/elementwise_launch.cuh"
 #include "kernels/cuda/common/multi_tensor_apply.cuh"
 #include "kernels/optim_math.h"
-#include "core/ops/optimizer_kernels.h"
 
 namespace ember::cuda {
 namespace {
@@ -27,9 +27,7 @@ constexpr int kAdamTensors = 28;  // param, grad, exp_avg, exp_avg_sq, max_exp_a
 using SGDList = ChunkList<4, kSGDTensors>;
 using AdamList = ChunkList<6, kAdamTensors>;
 
-__device__ __forceinline__ bool skip_step(const float* found_inf) {
-  return found_inf != nullptr && *found_inf != 0.0f;
-}
+__device__ __forceinline__ bool skip_step(const float* found_inf) { return found_inf != nullptr && *found_inf != 0.0f; }
 
 template <typename A>
 __device__ __forceinline__ A grad_factor(const float* inv_scale) {

@@ -58,10 +58,21 @@ struct Dims {
   I planes, h, w, out_h, out_w, kernel_h, kernel_w, stride_h, stride_w, padding_h, padding_w, dilation_h, dilation_w;
   PlaneLayout<I> layout, gy_layout;  // of every array but grad_output, and of grad_output
   __device__ explicit Dims(const PoolArgs& a)
-      : planes(I(a.planes)), h(I(a.h)), w(I(a.w)), out_h(I(a.out_h)), out_w(I(a.out_w)), kernel_h(I(a.kernel_h)),
-        kernel_w(I(a.kernel_w)), stride_h(I(a.stride_h)), stride_w(I(a.stride_w)), padding_h(I(a.padding_h)),
-        padding_w(I(a.padding_w)), dilation_h(I(a.dilation_h)), dilation_w(I(a.dilation_w)),
-        layout{I(a.channels), a.channels_last}, gy_layout{I(a.channels), a.grad_output_channels_last} {}
+      : planes(I(a.planes)),
+        h(I(a.h)),
+        w(I(a.w)),
+        out_h(I(a.out_h)),
+        out_w(I(a.out_w)),
+        kernel_h(I(a.kernel_h)),
+        kernel_w(I(a.kernel_w)),
+        stride_h(I(a.stride_h)),
+        stride_w(I(a.stride_w)),
+        padding_h(I(a.padding_h)),
+        padding_w(I(a.padding_w)),
+        dilation_h(I(a.dilation_h)),
+        dilation_w(I(a.dilation_w)),
+        layout{I(a.channels), a.channels_last},
+        gy_layout{I(a.channels), a.grad_output_channels_last} {}
 };
 
 template <typename T, typename I>
@@ -156,7 +167,8 @@ __global__ void max_backward_tiled_kernel(PoolArgs a) {
     d.layout.locate(o, d.out_h * d.out_w, pl, pos);
     const I ox = pos % d.out_w, oy = pos / d.out_w, step = d.layout.step();
     const I here = I(a.indices[o]);
-    const T g = static_cast<const T*>(a.grad_output)[d.gy_layout.base(pl, d.out_h * d.out_w) + pos * d.gy_layout.step()];
+    const T g =
+        static_cast<const T*>(a.grad_output)[d.gy_layout.base(pl, d.out_h * d.out_w) + pos * d.gy_layout.step()];
     T* plane = static_cast<T*>(a.grad_input) + d.layout.base(pl, d.h * d.w);
     const I y0 = oy * d.kernel_h, x0 = ox * d.kernel_w;
     const I y1 = oy == d.out_h - 1 ? d.h : min(y0 + d.kernel_h, d.h);
@@ -215,8 +227,8 @@ bool fits_int32(const PoolArgs& a) {
   const int64_t reach = std::max(a.h, a.w) + std::max(a.padding_h, a.padding_w) + span +
                         std::max(a.out_h * a.stride_h, a.out_w * a.stride_w);
   // The grid-stride loops step past the last index by up to 2^28 (blocks_for caps the grid).
-  const int64_t largest_param = std::max({a.kernel_h, a.kernel_w, a.stride_h, a.stride_w, a.padding_h, a.padding_w,
-                                          a.dilation_h, a.dilation_w});
+  const int64_t largest_param =
+      std::max({a.kernel_h, a.kernel_w, a.stride_h, a.stride_w, a.padding_h, a.padding_w, a.dilation_h, a.dilation_w});
   return std::max(a.planes * a.h * a.w, a.planes * a.out_h * a.out_w) < INT32_MAX - (int64_t(1) << 28) &&
          reach < INT32_MAX / 2 && largest_param < INT32_MAX / 2;
 }

@@ -26,8 +26,8 @@ namespace {
 
 // Sum's accumulator: int64 for integers and bool, double for double, else float.
 template <typename T>
-using sum_t = std::conditional_t<std::is_same_v<T, double>, double,
-                                 std::conditional_t<std::is_integral_v<T>, int64_t, float>>;
+using sum_t =
+    std::conditional_t<std::is_same_v<T, double>, double, std::conditional_t<std::is_integral_v<T>, int64_t, float>>;
 // Sum's output element: the input's type for floats, int64 otherwise.
 template <typename T>
 using sum_out_t = std::conditional_t<std::is_integral_v<T>, int64_t, T>;
@@ -151,7 +151,7 @@ struct VarReducer {
 // A group's own mean and M2, merged into s (Chan et al.) with one division.
 template <typename T, int V, int U>
 __device__ __forceinline__ Welford<stat_t<T>> push_vecs(const VarReducer<T>&, Welford<stat_t<T>> s,
-                                                       const Vec<T, V> (&x)[U], int64_t, int64_t) {
+                                                        const Vec<T, V> (&x)[U], int64_t, int64_t) {
   using S = stat_t<T>;
   constexpr int K = U * V;  // a power of two: the mean's scaling is exact
   S v[K], sum = 0;
@@ -239,8 +239,9 @@ void reduce_cuda(ReduceOp op, const ReduceArgs& a) {
       EMBER_DISPATCH_DTYPE(a.in_dtype, "sum", [&]<typename T>() {
         using O = sum_out_t<T>;
         EMBER_CHECK(a.out_dtype == dtype_of<O>::value,
-                    "sum: the CUDA kernel writes " << dtype_name(dtype_of<O>::value) << " for " << dtype_name(a.in_dtype)
-                                                   << " input but was given a " << dtype_name(a.out_dtype)
+                    "sum: the CUDA kernel writes " << dtype_name(dtype_of<O>::value) << " for "
+                                                   << dtype_name(a.in_dtype) << " input but was given a "
+                                                   << dtype_name(a.out_dtype)
                                                    << " output (core/ops/reduce_kernels.h fixes the output dtype)");
         launch_reduce<T>(a, SumReducer<T>{static_cast<O*>(a.out), a.reduce, op == ReduceOp::Mean});
       });
@@ -264,9 +265,8 @@ void reduce_cuda(ReduceOp op, const ReduceArgs& a) {
       });
       return;
     case ReduceOp::LogSumExp:
-      EMBER_DISPATCH_FLOAT(a.in_dtype, "logsumexp", [&]<typename T>() {
-        launch_reduce<T>(a, LogSumExpReducer<T>{static_cast<T*>(a.out)});
-      });
+      EMBER_DISPATCH_FLOAT(a.in_dtype, "logsumexp",
+                           [&]<typename T>() { launch_reduce<T>(a, LogSumExpReducer<T>{static_cast<T*>(a.out)}); });
       return;
   }
   EMBER_FAIL("reduce: unknown reduction op " << int(op));

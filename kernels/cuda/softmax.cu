@@ -20,8 +20,7 @@ const char* cannot_take(SoftmaxPath path, const SoftmaxArgs& a, const SoftmaxSha
   const bool rows = a.inner == 1;
   switch (path) {
     case SoftmaxPath::Auto:
-    case SoftmaxPath::Strided:
-      return nullptr;
+    case SoftmaxPath::Strided: return nullptr;
     case SoftmaxPath::Warp:
       if (!rows) return "it takes inner == 1 only";
       return a.dim <= kSoftmaxWarpMaxDim ? nullptr : "it takes rows of at most 1024 elements";

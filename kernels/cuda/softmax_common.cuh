@@ -68,11 +68,15 @@ __device__ __forceinline__ A nan_max(A m, A v) {
 
 struct NanMaxOp {
   template <typename A>
-  __device__ A operator()(A a, A b) const { return nan_max(a, b); }
+  __device__ A operator()(A a, A b) const {
+    return nan_max(a, b);
+  }
 };
 struct SumOp {
   template <typename A>
-  __device__ A operator()(A a, A b) const { return a + b; }
+  __device__ A operator()(A a, A b) const {
+    return a + b;
+  }
 };
 
 // Combines v over the by lanes of a (bx, by) block that share threadIdx.x;

@@ -17,8 +17,8 @@
 #include "core/grad_mode.h"
 #include "core/memory_format.h"
 #include "core/ops.h"
-#include "core/ops/op_utils.h"
 #include "core/ops/amp_kernels.h"
+#include "core/ops/op_utils.h"
 #include "core/ops/optimizer_kernels.h"
 
 namespace ember::amp {
@@ -41,8 +41,8 @@ void unscale_and_check(const TensorList& grads, Device device, DType dtype, cons
     fused.push_back(f);
   }
   optim::MultiTensorArgs args{device.is_cuda() ? device.index : 0, dtype, fused.data(), int64_t(fused.size())};
-  unscale_and_check_stub(device.type)(args, inv_scale.defined() ? static_cast<const float*>(inv_scale.data_ptr())
-                                                                : nullptr,
+  unscale_and_check_stub(device.type)(args,
+                                      inv_scale.defined() ? static_cast<const float*>(inv_scale.data_ptr()) : nullptr,
                                       static_cast<float*>(found_inf.data_ptr()));
 }
 
@@ -76,7 +76,7 @@ class ScaledLossBackward final : public Node {
 
   Tensor scale_;  // the scaler's, () float32 on the loss's device
   uint32_t version_;
-  Shape shape_;   // the loss's
+  Shape shape_;  // the loss's
   DType dtype_;
 };
 
@@ -116,15 +116,15 @@ Tensor GradScaler::scale(const Tensor& loss) {
     scaled = loss * scale;
   }
   if (autograd::needs_grad(loss)) {
-    autograd::set_history(scaled, std::make_shared<ScaledLossBackward>(autograd::gradient_edge(loss), scale, loss),
-                          0);
+    autograd::set_history(scaled, std::make_shared<ScaledLossBackward>(autograd::gradient_edge(loss), scale, loss), 0);
   }
   return scaled;
 }
 
 void GradScaler::check_scale(const char* method) const {
-  EMBER_CHECK(scale_.defined(), "GradScaler." << method << ": the scale is not set yet; call scaler.scale(loss) "
-                                                         "(and backward on it) earlier in the iteration");
+  EMBER_CHECK(scale_.defined(), "GradScaler." << method
+                                              << ": the scale is not set yet; call scaler.scale(loss) "
+                                                 "(and backward on it) earlier in the iteration");
 }
 
 void GradScaler::check_and_unscale(optim::Optimizer& optimizer, PerOptimizer& st, bool unscale) {
@@ -137,9 +137,10 @@ void GradScaler::check_and_unscale(optim::Optimizer& optimizer, PerOptimizer& st
       if (!g.defined()) continue;
       EMBER_CHECK(!unscale || g.dtype() != DType::Float16,
                   "GradScaler.unscale_: attempting to unscale float16 gradients (of a parameter "
-                      << describe(p) << "), which loses their small values; keep float32 master weights "
-                                        "(amp::MasterWeights) and give the optimizer of those to the scaler, or "
-                                        "call step() without unscale_ (the fused step unscales in float32)");
+                      << describe(p)
+                      << "), which loses their small values; keep float32 master weights "
+                         "(amp::MasterWeights) and give the optimizer of those to the scaler, or "
+                         "call step() without unscale_ (the fused step unscales in float32)");
       auto key = std::make_pair(g.device(), g.dtype());
       auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& e) { return e.first == key; });
       if (it == groups.end()) groups.push_back({key, {g}});
@@ -185,8 +186,9 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
   PerOptimizer& st = per_optimizer_[&optimizer];
   EMBER_CHECK(st.stage != Stage::Unscaled,
               "GradScaler.unscale_: unscale_() has already been called on this optimizer since the last update()");
-  EMBER_CHECK(st.stage != Stage::Stepped, "GradScaler.unscale_: unscale_() is being called after step(); call it "
-                                          "between backward and step, once per optimizer per iteration");
+  EMBER_CHECK(st.stage != Stage::Stepped,
+              "GradScaler.unscale_: unscale_() is being called after step(); call it "
+              "between backward and step, once per optimizer per iteration");
   check_and_unscale(optimizer, st, /*unscale=*/true);
   st.stage = Stage::Unscaled;
 }
@@ -198,8 +200,9 @@ void GradScaler::step(optim::Optimizer& optimizer) {
   }
   check_scale("step");
   PerOptimizer& st = per_optimizer_[&optimizer];
-  EMBER_CHECK(st.stage != Stage::Stepped, "GradScaler.step: step() has already been called on this optimizer since "
-                                          "the last update()");
+  EMBER_CHECK(st.stage != Stage::Stepped,
+              "GradScaler.step: step() has already been called on this optimizer since "
+              "the last update()");
   bool unscaled = st.stage == Stage::Unscaled;
   if (!unscaled) {
     // Over several devices the host decides (below), on unscaled gradients.
@@ -215,8 +218,9 @@ void GradScaler::step(optim::Optimizer& optimizer) {
     unscaled = devices.size() > 1;
     check_and_unscale(optimizer, st, unscaled);
   }
-  EMBER_CHECK(!st.found_inf.empty(), "GradScaler.step: no inf checks were recorded for this optimizer: none of its "
-                                     "parameters has a gradient (run backward on scaler.scale(loss) first)");
+  EMBER_CHECK(!st.found_inf.empty(),
+              "GradScaler.step: no inf checks were recorded for this optimizer: none of its "
+              "parameters has a gradient (run backward on scaler.scale(loss) first)");
   if (st.found_inf.size() == 1) {
     const auto& [device, found] = st.found_inf.front();
     optim::GradScaling scaling;
@@ -243,8 +247,9 @@ void GradScaler::update() {
   for (const auto& [opt, st] : per_optimizer_) {
     for (const auto& [device, f] : st.found_inf) found = found.defined() ? found + f.to(d) : f.to(d);
   }
-  EMBER_CHECK(found.defined(), "GradScaler.update: no inf checks were recorded prior to update(); call "
-                               "scaler.step(optimizer) (or unscale_) for this iteration first");
+  EMBER_CHECK(found.defined(),
+              "GradScaler.update: no inf checks were recorded prior to update(); call "
+              "scaler.step(optimizer) (or unscale_) for this iteration first");
   found = found.contiguous();
   const GradScalerOptions& o = options_;
   ScaleState state;
@@ -333,8 +338,10 @@ GradScalerState GradScaler::state_dict() {
 }
 
 void GradScaler::load_state_dict(const GradScalerState& s) {
-  EMBER_CHECK(s.scale > 0 && std::isfinite(s.scale), "GradScaler.load_state_dict: scale must be positive and finite, "
-                                                     "but is " << s.scale);
+  EMBER_CHECK(s.scale > 0 && std::isfinite(s.scale),
+              "GradScaler.load_state_dict: scale must be positive and finite, "
+              "but is "
+                  << s.scale);
   EMBER_CHECK(s.growth_factor > 1.0 && s.backoff_factor > 0.0 && s.backoff_factor < 1.0 && s.growth_interval >= 1 &&
                   s.growth_tracker >= 0 && s.growth_tracker < s.growth_interval,
               "GradScaler.load_state_dict: bad state: growth_factor "

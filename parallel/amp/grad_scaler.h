@@ -139,8 +139,8 @@ class GradScaler {
   void fill_scale(double scale);
 
   GradScalerOptions options_;
-  Tensor scale_;           // () float32 on the scale's device, undefined before the first scale()
-  Tensor inv_scale_;       // () float32 beside it: 1.0f / scale, kept with it (no reciprocal kernel per step)
+  Tensor scale_;      // () float32 on the scale's device, undefined before the first scale()
+  Tensor inv_scale_;  // () float32 beside it: 1.0f / scale, kept with it (no reciprocal kernel per step)
   // A found-inf flag the last update() reset to 0, for the next check of
   // the optimizer it belonged to (undefined when there is none).
   const optim::Optimizer* reset_flag_owner_ = nullptr;

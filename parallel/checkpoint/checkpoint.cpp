@@ -85,15 +85,15 @@ class Frame : public std::enable_shared_from_this<Frame> {
   void fill(size_t index, const Tensor& t) {
     EMBER_CHECK(index < metas_.size(),
                 "checkpoint: the recomputed forward saved more tensors for backward than the original forward ("
-                    << metas_.size() << "); the checkpointed function must compute the same thing each time it "
-                                        "runs (no data-dependent control flow, no changed module state)");
+                    << metas_.size()
+                    << "); the checkpointed function must compute the same thing each time it "
+                       "runs (no data-dependent control flow, no changed module state)");
     const TensorMeta m = meta_of(t);
-    EMBER_CHECK(m == metas_[index], "checkpoint: tensor " << index
-                                                          << " saved for backward by the recomputed forward is "
-                                                          << str(m) << ", but the original forward saved "
-                                                          << str(metas_[index])
-                                                          << "; the checkpointed function must compute the same "
-                                                             "thing each time it runs");
+    EMBER_CHECK(m == metas_[index], "checkpoint: tensor "
+                                        << index << " saved for backward by the recomputed forward is " << str(m)
+                                        << ", but the original forward saved " << str(metas_[index])
+                                        << "; the checkpointed function must compute the same "
+                                           "thing each time it runs");
     if (live_[index]) slots_[index] = t.detach();
   }
 
@@ -196,8 +196,9 @@ class ReplayScope {
 };
 
 void Frame::recompute() {
-  EMBER_CHECK(!recomputing_, "checkpoint: the recomputation of a checkpointed function needed one of its own saved "
-                             "tensors; the function must not run backward itself");
+  EMBER_CHECK(!recomputing_,
+              "checkpoint: the recomputation of a checkpointed function needed one of its own saved "
+              "tensors; the function must not run backward itself");
   recomputing_ = true;
   struct Done {
     bool& flag;
@@ -245,9 +246,10 @@ TensorList checkpoint_tensors(CheckpointBody body, const TensorList& inputs, con
 Tensor checkpoint_sequential(const nn::Sequential& sequential, int64_t segments, const Tensor& input,
                              const CheckpointOptions& options) {
   const int64_t n = int64_t(sequential.size());
-  EMBER_CHECK(segments >= 1 && segments <= n, "checkpoint_sequential: segments must be between 1 and the number of "
-                                              "modules ("
-                                                  << n << "), but is " << segments);
+  EMBER_CHECK(segments >= 1 && segments <= n,
+              "checkpoint_sequential: segments must be between 1 and the number of "
+              "modules ("
+                  << n << "), but is " << segments);
   std::vector<std::shared_ptr<nn::UnaryModule>> modules(sequential.begin(), sequential.end());
   auto run = [modules](int64_t begin, int64_t end) {
     return [modules, begin, end](const Tensor& x) {

@@ -118,7 +118,7 @@ TensorList as_list(R&& result) {
 }  // namespace detail
 
 template <typename Fn, typename... Args>
-  requires std::invocable<Fn&, const Args&...>
+requires std::invocable<Fn&, const Args&...>
 auto checkpoint(const CheckpointOptions& options, Fn fn, const Args&... args) {
   using Result = std::remove_cvref_t<std::invoke_result_t<Fn&, const Args&...>>;
   TensorList tensors;
@@ -132,7 +132,8 @@ auto checkpoint(const CheckpointOptions& options, Fn fn, const Args&... args) {
   detail::CheckpointBody body = [shared_fn, stored](const TensorList& ts) {
     return [&]<size_t... I>(std::index_sequence<I...>) {
       return detail::as_list((*shared_fn)(detail::argument<I, Args...>(*stored, ts)...));
-    }(std::index_sequence_for<Args...>{});
+    }
+    (std::index_sequence_for<Args...>{});
   };
   TensorList out = detail::checkpoint_tensors(std::move(body), tensors, options);
   if constexpr (std::is_same_v<Result, Tensor>) return out.at(0);
@@ -140,10 +141,8 @@ auto checkpoint(const CheckpointOptions& options, Fn fn, const Args&... args) {
 }
 
 template <typename Fn, typename... Args>
-  requires std::invocable<Fn&, const Args&...>
-auto checkpoint(Fn fn, const Args&... args) {
-  return checkpoint(CheckpointOptions{}, std::move(fn), args...);
-}
+requires std::invocable<Fn&, const Args&...>
+auto checkpoint(Fn fn, const Args&... args) { return checkpoint(CheckpointOptions{}, std::move(fn), args...); }
 
 Tensor checkpoint_sequential(const nn::Sequential& sequential, int64_t segments, const Tensor& input,
                              const CheckpointOptions& options = {});

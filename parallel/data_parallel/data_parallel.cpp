@@ -7,8 +7,8 @@
 #include <string>
 #include <utility>
 
-#include "core/ops/op_utils.h"
 #include "core/cuda/devices.h"
+#include "core/ops/op_utils.h"
 #if EMBER_WITH_CUDA
 #include "parallel/data_parallel/nccl_transport.h"
 #endif

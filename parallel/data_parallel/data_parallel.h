@@ -70,10 +70,10 @@
 #include <vector>
 
 #include "nn/module.h"
-#include "parallel/distributed/coalesced.h"
 #include "parallel/data_parallel/parallel_apply.h"
 #include "parallel/data_parallel/replicate.h"
 #include "parallel/data_parallel/value.h"
+#include "parallel/distributed/coalesced.h"
 
 namespace ember::parallel {
 
@@ -90,7 +90,8 @@ struct DataParallelOptions {
   ReplicaForward forward;               // how a replica is called; default: UnaryModule::forward
   ReplicationMode mode = ReplicationMode::Classic;
   size_t bucket_bytes = kDefaultBucketBytes;
-  std::shared_ptr<BucketTransport> transport;  // default: nccl_transport() in fast mode over several GPUs, else copy_transport()
+  std::shared_ptr<BucketTransport>
+      transport;  // default: nccl_transport() in fast mode over several GPUs, else copy_transport()
 };
 
 class DataParallel : public nn::UnaryModule {

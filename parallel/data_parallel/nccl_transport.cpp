@@ -25,8 +25,9 @@ class NcclTransport final : public BucketTransport {
   explicit NcclTransport(std::vector<Device> devices) : devices_(std::move(devices)) {
     std::vector<int> ids;
     for (const Device& d : devices_) {
-      EMBER_CHECK(d.is_cuda(), "nccl_transport: " << d << " is not a CUDA device; NCCL moves data between GPUs only "
-                                                  "(use copy_transport() for CPU replicas)");
+      EMBER_CHECK(d.is_cuda(), "nccl_transport: " << d
+                                                  << " is not a CUDA device; NCCL moves data between GPUs only "
+                                                     "(use copy_transport() for CPU replicas)");
       EMBER_CHECK(std::find(ids.begin(), ids.end(), d.index) == ids.end(),
                   "nccl_transport: " << d << " is listed twice; give each GPU once");
       ids.push_back(d.index);
@@ -69,9 +70,8 @@ class NcclTransport final : public BucketTransport {
     EMBER_CHECK(!sources.empty(), "reduce_sum: no tensors to reduce");
     const int root = rank_of(destination);
     const std::vector<int> ranks = ranks_of(sources, root);
-    const bool records_grad = GradMode::is_enabled() && std::any_of(sources.begin(), sources.end(), [](const Tensor& s) {
-                                return s.requires_grad();
-                              });
+    const bool records_grad = GradMode::is_enabled() && std::any_of(sources.begin(), sources.end(),
+                                                                    [](const Tensor& s) { return s.requires_grad(); });
     const DType dtype = sources[0].dtype();
     if (ranks.empty() || records_grad || !nccl_dtype(dtype) || !all_dense(sources, dtype, sources[0].numel())) {
       return copy_transport()->reduce_sum(sources, destination);
@@ -79,14 +79,15 @@ class NcclTransport final : public BucketTransport {
     // The root without a source of its own contributes zeros, in place in
     // the result (NCCL allows send == recv at the root).
     const bool root_sends = std::find(ranks.begin(), ranks.end(), root) != ranks.end();
-    Tensor sum = root_sends ? empty(sources[0].shape(), dtype, destination) : zeros(sources[0].shape(), dtype, destination);
+    Tensor sum =
+        root_sends ? empty(sources[0].shape(), dtype, destination) : zeros(sources[0].shape(), dtype, destination);
     std::vector<const void*> send(devices_.size(), sum.data_ptr());
     for (size_t k = 0; k < sources.size(); ++k) send[size_t(ranks[k])] = sources[k].data_ptr();
     EMBER_NCCL_CHECK(ncclGroupStart());
     for (size_t rank = 0; rank < devices_.size(); ++rank) {
       void* recv = int(rank) == root ? sum.data_ptr() : nullptr;
-      EMBER_NCCL_CHECK(ncclReduce(send[rank], recv, size_t(sum.numel()), nccl_type(dtype), ncclSum, root,
-                                  comms_[rank], stream_of(rank)));
+      EMBER_NCCL_CHECK(ncclReduce(send[rank], recv, size_t(sum.numel()), nccl_type(dtype), ncclSum, root, comms_[rank],
+                                  stream_of(rank)));
     }
     EMBER_NCCL_CHECK(ncclGroupEnd());
     return sum;

@@ -243,10 +243,8 @@ std::vector<std::shared_ptr<nn::Module>> ReplicaSet::update(size_t n) {
     for (size_t i = 0; i < tree.size(); ++i) mods[i]->train(tree[i]->is_training());
   }
 
-  if (mode_ == ReplicationMode::Classic)
-    broadcast_all(originals, n);
-  else
-    broadcast_changed(originals, n);
+  if (mode_ == ReplicationMode::Classic) broadcast_all(originals, n);
+  else broadcast_changed(originals, n);
   record_history(originals, n);
 
   std::vector<std::shared_ptr<nn::Module>> modules{original_};

@@ -20,20 +20,13 @@ std::string describe(const Collective& c, bool with_seq, bool with_index) {
   os << collective_name(c.kind);
   if (with_seq) os << " #" << c.seq;
   switch (c.kind) {
-    case CollectiveKind::AllReduce:
-      os << (with_seq ? " (" : "(") << reduce_op_name(c.op) << ") of ";
-      break;
+    case CollectiveKind::AllReduce: os << (with_seq ? " (" : "(") << reduce_op_name(c.op) << ") of "; break;
     case CollectiveKind::ReduceScatter:
       os << (with_seq ? " (" : "(") << reduce_op_name(c.op) << ") of " << c.per_rank.size() << " inputs ";
       break;
-    case CollectiveKind::Broadcast:
-      os << " from rank " << c.root << " of ";
-      break;
-    case CollectiveKind::AllGather:
-      os << " of ";
-      break;
-    case CollectiveKind::Barrier:
-      return os.str();
+    case CollectiveKind::Broadcast: os << " from rank " << c.root << " of "; break;
+    case CollectiveKind::AllGather: os << " of "; break;
+    case CollectiveKind::Barrier: return os.str();
   }
   if (c.kind == CollectiveKind::ReduceScatter) {
     list_tensors(os, TensorList(c.per_rank.begin(), c.per_rank.begin() + std::min<size_t>(1, c.per_rank.size())));

@@ -20,9 +20,9 @@ const char* collective_name(CollectiveKind kind);  // "all_reduce", "broadcast",
 
 struct Collective {
   CollectiveKind kind = CollectiveKind::Barrier;
-  uint64_t seq = 0;              // the group's count of collectives, this one included (the first is #1)
-  ReduceOp op = ReduceOp::Sum;   // AllReduce, ReduceScatter
-  int root = 0;                  // Broadcast
+  uint64_t seq = 0;             // the group's count of collectives, this one included (the first is #1)
+  ReduceOp op = ReduceOp::Sum;  // AllReduce, ReduceScatter
+  int root = 0;                 // Broadcast
   // AllReduce, Broadcast: the tensors, reduced or broadcast in place as one
   // collective. AllGather: {input}. ReduceScatter: {output}.
   TensorList tensors;

@@ -11,7 +11,9 @@ namespace ember::parallel {
 
 namespace {
 
-std::string signature_key(uint64_t seq, int rank) { return "debug/" + std::to_string(seq) + "/" + std::to_string(rank); }
+std::string signature_key(uint64_t seq, int rank) {
+  return "debug/" + std::to_string(seq) + "/" + std::to_string(rank);
+}
 
 }  // namespace
 

@@ -35,8 +35,9 @@ const TCPStore* tcp_store_of(const Store* store) {
 
 std::shared_ptr<ProcessGroup> require_default(const char* caller) {
   std::lock_guard<std::mutex> lock(default_mutex);
-  EMBER_CHECK(default_pg, caller << ": there is no default process group; call parallel::init_process_group(\"gloo\") "
-                                 << "first (it reads RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT, which ember-run sets)");
+  EMBER_CHECK(default_pg,
+              caller << ": there is no default process group; call parallel::init_process_group(\"gloo\") "
+                     << "first (it reads RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT, which ember-run sets)");
   return default_pg;
 }
 
@@ -60,14 +61,16 @@ void check_not_initialized() {
 
 void check_backend(const std::string& backend) {
 #if !EMBER_WITH_GLOO
-  EMBER_CHECK(backend != "gloo", "process group: this ember was built without Gloo, so it has no gloo backend. "
-                                 "Install Gloo (apt-get install libgloo-dev) and configure again "
-                                 "(cmake -DEMBER_WITH_GLOO=ON)");
+  EMBER_CHECK(backend != "gloo",
+              "process group: this ember was built without Gloo, so it has no gloo backend. "
+              "Install Gloo (apt-get install libgloo-dev) and configure again "
+              "(cmake -DEMBER_WITH_GLOO=ON)");
 #endif
 #if !EMBER_WITH_CUDA
-  EMBER_CHECK(backend != "nccl", "process group: this ember was built without CUDA (EMBER_WITH_CUDA=OFF), so it has no "
-                                 "nccl backend. Use the gloo backend for CPU tensors, or build ember with the CUDA "
-                                 "toolkit and NCCL (apt-get install libnccl-dev) for GPUs");
+  EMBER_CHECK(backend != "nccl",
+              "process group: this ember was built without CUDA (EMBER_WITH_CUDA=OFF), so it has no "
+              "nccl backend. Use the gloo backend for CPU tensors, or build ember with the CUDA "
+              "toolkit and NCCL (apt-get install libnccl-dev) for GPUs");
 #endif
   EMBER_CHECK(backend_available(backend),
               "process group: unknown backend '" << backend << "'; this build has: " << joined(available_backends()));
@@ -139,16 +142,21 @@ void destroy_process_group() {
   std::shared_ptr<ProcessGroup> group;
   {
     std::lock_guard<std::mutex> lock(default_mutex);
-    EMBER_CHECK(default_pg, "destroy_process_group: there is no default process group (never initialized, or "
-                            "destroyed already)");
+    EMBER_CHECK(default_pg,
+                "destroy_process_group: there is no default process group (never initialized, or "
+                "destroyed already)");
     group = std::move(default_pg);
   }
   // Destroyed outside the lock: a group waits for its queued collectives.
 }
 
-void all_reduce(const Tensor& tensor, ReduceOp op) { require_default("parallel::all_reduce")->all_reduce(tensor, op)->wait(); }
+void all_reduce(const Tensor& tensor, ReduceOp op) {
+  require_default("parallel::all_reduce")->all_reduce(tensor, op)->wait();
+}
 
-void broadcast(const Tensor& tensor, int root) { require_default("parallel::broadcast")->broadcast(tensor, root)->wait(); }
+void broadcast(const Tensor& tensor, int root) {
+  require_default("parallel::broadcast")->broadcast(tensor, root)->wait();
+}
 
 void all_gather(const TensorList& outputs, const Tensor& input) {
   require_default("parallel::all_gather")->all_gather(outputs, input)->wait();

@@ -29,8 +29,8 @@ void check_list(const char* op, const TensorList& ts, const char* what) {
     EMBER_CHECK(t.defined(), op << ": " << what << "[" << i << "] is an undefined tensor");
     EMBER_CHECK(t.dtype() != DType::Bool, op << ": " << what << "[" << i << "] is " << describe(t)
                                              << "; collectives do not take bool tensors (convert to int32 and back)");
-    EMBER_CHECK(t.is_contiguous(), op << ": " << what << "[" << i << "] (" << describe(t)
-                                      << ", strides " << shape_str(t.strides()) << ") is not contiguous; pass "
+    EMBER_CHECK(t.is_contiguous(), op << ": " << what << "[" << i << "] (" << describe(t) << ", strides "
+                                      << shape_str(t.strides()) << ") is not contiguous; pass "
                                       << "t.contiguous() (and copy the result back where you need it)");
     EMBER_CHECK(t.dtype() == ts[0].dtype() && t.device() == ts[0].device(),
                 op << ": " << what << "[" << i << "] is " << describe(t) << " but " << what << "[0] is "
@@ -90,8 +90,7 @@ TensorList blocks(const char* op, const Tensor& whole, const char* whole_what, c
 
 }  // namespace
 
-ProcessGroup::ProcessGroup(const std::shared_ptr<Store>& store, int rank, int size,
-                           const ProcessGroupOptions& options)
+ProcessGroup::ProcessGroup(const std::shared_ptr<Store>& store, int rank, int size, const ProcessGroupOptions& options)
     : rank_(rank), size_(size), timeout_(options.timeout) {
   const uint64_t number = groups_made++;
   name_ = options.name.empty() ? "pg" + std::to_string(number) : options.name;
@@ -99,8 +98,8 @@ ProcessGroup::ProcessGroup(const std::shared_ptr<Store>& store, int rank, int si
   EMBER_CHECK(size >= 1, "process group " << name_ << ": the size must be at least 1, got " << size);
   EMBER_CHECK(rank >= 0 && rank < size,
               "process group " << name_ << ": rank " << rank << " is not in [0, " << size << ")");
-  EMBER_CHECK(timeout_.count() > 0, "process group " << name_ << ": the timeout must be positive, got "
-                                                     << timeout_.count() << " ms");
+  EMBER_CHECK(timeout_.count() > 0,
+              "process group " << name_ << ": the timeout must be positive, got " << timeout_.count() << " ms");
   debug_ = options.debug ? *options.debug : distributed_debug_from_env();
   auto prefixed = std::make_shared<PrefixStore>("ember/pg/" + name_, store);
   prefixed->set_timeout(timeout_);
@@ -123,8 +122,8 @@ std::string ProcessGroup::broken_reason() const {
 
 std::string ProcessGroup::failure_message(const Collective& c, const std::string& cause) {
   std::string message = std::string(backend()) + " " + c.str() + " failed on rank " + std::to_string(rank_) + " of " +
-                        std::to_string(size_) + " (group '" + name_ + "', timeout " +
-                        std::to_string(timeout_.count()) + " ms): " + cause + ". " + tracker_->arrival_report(c) + ".";
+                        std::to_string(size_) + " (group '" + name_ + "', timeout " + std::to_string(timeout_.count()) +
+                        " ms): " + cause + ". " + tracker_->arrival_report(c) + ".";
   std::lock_guard<std::mutex> lock(state_mutex_);
   if (broken_.empty()) broken_ = message;
   return message;
@@ -143,8 +142,7 @@ std::shared_ptr<Work> ProcessGroup::issue(Collective c) {
     c.seq = ++seq_;
   }
   if (debug_) check_same_collective(*tracker_, c);
-  const TensorList& written =
-      c.kind == CollectiveKind::AllGather ? c.per_rank : c.tensors;
+  const TensorList& written = c.kind == CollectiveKind::AllGather ? c.per_rank : c.tensors;
   for (const Tensor& t : written) t.storage()->bump_version();
   return launch(std::move(c));
 }

@@ -147,7 +147,7 @@ class ProcessGroup {
   bool debug_;
   std::shared_ptr<Store> store_;
   std::unique_ptr<CollectiveTracker> tracker_;
-  std::mutex issue_mutex_;  // numbering and launching are one step: the order is the numbers' order
+  std::mutex issue_mutex_;          // numbering and launching are one step: the order is the numbers' order
   mutable std::mutex state_mutex_;  // seq_ and broken_
   uint64_t seq_ = 0;
   std::string broken_;

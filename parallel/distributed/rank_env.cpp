@@ -32,7 +32,7 @@ std::optional<long long> to_int(const std::string& text, long long lo, long long
 int int_var(const char* name, const std::string& value, long long lo, long long hi, const char* launcher) {
   std::optional<long long> v = to_int(value, lo, hi);
   EMBER_CHECK(v, "env:// initialization: " << name << "='" << value << "' (set for " << launcher
-                                          << ") is not an integer in [" << lo << ", " << hi << "]");
+                                           << ") is not an integer in [" << lo << ", " << hi << "]");
   return int(*v);
 }
 
@@ -51,8 +51,8 @@ void check_ranks(const RankInfo& info, const char* rank_var, const char* size_va
                                                                      << size_var << "=" << info.world_size << " ("
                                                                      << info.launcher << ")");
   EMBER_CHECK(info.local_rank < info.local_world_size,
-              "env:// initialization: " << local_var << "=" << info.local_rank << " is not below " << local_size_var << "="
-                                        << info.local_world_size << " (" << info.launcher << ")");
+              "env:// initialization: " << local_var << "=" << info.local_rank << " is not below " << local_size_var
+                                        << "=" << info.local_world_size << " (" << info.launcher << ")");
   EMBER_CHECK(info.local_world_size <= info.world_size,
               "env:// initialization: " << local_size_var << "=" << info.local_world_size << " is larger than "
                                         << size_var << "=" << info.world_size << " (" << info.launcher << ")");
@@ -79,8 +79,8 @@ std::string first_slurm_host(const std::string& nodelist) {
   size_t open = entry.find('[');
   if (open == std::string::npos) return entry;
   size_t close = entry.find(']', open);
-  EMBER_CHECK(close != std::string::npos, "env:// initialization: cannot read the SLURM node list '" << nodelist
-                                                                                                   << "' (unclosed '[')");
+  EMBER_CHECK(close != std::string::npos,
+              "env:// initialization: cannot read the SLURM node list '" << nodelist << "' (unclosed '[')");
   // "03-05,9" -> "03": the first range's start keeps its zero padding.
   std::string ranges = entry.substr(open + 1, close - open - 1);
   size_t stop = ranges.find_first_of("-,");
@@ -98,8 +98,8 @@ int slurm_tasks_on_node(const std::string& tasks_per_node, int node, const char*
     std::optional<long long> count = to_int(item.substr(0, paren), 0, kMaxRanks);
     std::optional<long long> repeat = 1;
     if (paren != std::string::npos) {
-      repeat = item.back() == ')' ? to_int(item.substr(paren + 2, item.size() - paren - 3), 1, kMaxRanks)
-                                  : std::nullopt;
+      repeat =
+          item.back() == ')' ? to_int(item.substr(paren + 2, item.size() - paren - 3), 1, kMaxRanks) : std::nullopt;
     }
     EMBER_CHECK(count && repeat, "env:// initialization: " << variable << "='" << tasks_per_node
                                                            << "' is not a SLURM task list such as '2(x3),1'");
@@ -132,8 +132,8 @@ RankInfo rank_info_from_env() {
     std::optional<std::string> local = env("LOCAL_RANK");
     std::optional<std::string> local_size = env("LOCAL_WORLD_SIZE");
     info.local_rank = local ? int_var("LOCAL_RANK", *local, 0, kMaxRanks, kTorchrun) : info.rank;
-    info.local_world_size = local_size ? int_var("LOCAL_WORLD_SIZE", *local_size, 1, kMaxRanks, kTorchrun)
-                                       : info.world_size;
+    info.local_world_size =
+        local_size ? int_var("LOCAL_WORLD_SIZE", *local_size, 1, kMaxRanks, kTorchrun) : info.world_size;
   } else if (env("OMPI_COMM_WORLD_RANK")) {
     info.launcher = kOpenMpi;
     rank_var = "OMPI_COMM_WORLD_RANK";
@@ -163,16 +163,18 @@ RankInfo rank_info_from_env() {
     } else {
       const char* list_var = env("SLURM_STEP_TASKS_PER_NODE") ? "SLURM_STEP_TASKS_PER_NODE" : "SLURM_TASKS_PER_NODE";
       std::optional<std::string> list = env(list_var);
-      EMBER_CHECK(list, "env:// initialization: under srun (SLURM) the tasks per node come from SLURM_NTASKS_PER_NODE "
-                        "or SLURM_TASKS_PER_NODE, and neither is set. Start the ranks with srun inside the allocation.");
+      EMBER_CHECK(list,
+                  "env:// initialization: under srun (SLURM) the tasks per node come from SLURM_NTASKS_PER_NODE "
+                  "or SLURM_TASKS_PER_NODE, and neither is set. Start the ranks with srun inside the allocation.");
       int node = required_int("SLURM_NODEID", 0, kMaxRanks, kSlurm, hint);
       info.local_world_size = detail::slurm_tasks_on_node(*list, node, list_var);
       local_size_var = list_var;
     }
   } else {
-    EMBER_FAIL("env:// initialization: no launcher variables found: none of RANK (ember-run, torchrun), "
-               "OMPI_COMM_WORLD_RANK (mpirun) or SLURM_PROCID (srun) is set. "
-               << kStartHint);
+    EMBER_FAIL(
+        "env:// initialization: no launcher variables found: none of RANK (ember-run, torchrun), "
+        "OMPI_COMM_WORLD_RANK (mpirun) or SLURM_PROCID (srun) is set. "
+        << kStartHint);
   }
   check_ranks(info, rank_var, size_var, local_var, local_size_var);
 
@@ -185,11 +187,11 @@ RankInfo rank_info_from_env() {
       }
     }
   }
-  EMBER_CHECK(addr, "env:// initialization: MASTER_ADDR is not set ("
-                        << info.launcher << " gave the ranks). It must name the host of rank 0, the same on every rank"
-                        << (info.launcher == kOpenMpi ? ": mpirun -x MASTER_ADDR=<host of rank 0> -x MASTER_PORT=<port>"
-                                                      : "")
-                        << ". ember-run and torchrun set it.");
+  EMBER_CHECK(addr,
+              "env:// initialization: MASTER_ADDR is not set ("
+                  << info.launcher << " gave the ranks). It must name the host of rank 0, the same on every rank"
+                  << (info.launcher == kOpenMpi ? ": mpirun -x MASTER_ADDR=<host of rank 0> -x MASTER_PORT=<port>" : "")
+                  << ". ember-run and torchrun set it.");
   info.master_addr = *addr;
   std::optional<std::string> port = env("MASTER_PORT");
   EMBER_CHECK(port, "env:// initialization: MASTER_PORT is not set ("

@@ -26,13 +26,13 @@
 namespace ember::parallel {
 
 struct RankInfo {
-  int rank = 0;              // 0 <= rank < world_size
+  int rank = 0;  // 0 <= rank < world_size
   int world_size = 1;
   int local_rank = 0;        // this process's index on its node: its GPU
   int local_world_size = 1;  // processes on this node
   std::string master_addr;   // host of rank 0, which serves the TCPStore
   int master_port = 0;
-  std::string launcher;      // whose variables these were: "ember-run/torchrun", "mpirun (Open MPI)", "srun (SLURM)"
+  std::string launcher;  // whose variables these were: "ember-run/torchrun", "mpirun (Open MPI)", "srun (SLURM)"
 };
 
 RankInfo rank_info_from_env();

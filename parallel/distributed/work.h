@@ -40,7 +40,7 @@ class Work {
   bool is_success() const;
   std::exception_ptr exception() const;
 
-  const std::string& op() const { return op_; }   // "all_reduce"
+  const std::string& op() const { return op_; }  // "all_reduce"
   uint64_t sequence_number() const { return seq_; }
 
   // For backends: the collective is done; `error` is its failure, if any.

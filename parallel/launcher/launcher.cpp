@@ -276,8 +276,8 @@ class Supervisor {
       if (failed(status) && !stopping_) {
         failure_ = &r - ranks_.data();
         note("rank " + std::to_string(r.rank) + " (pid " + std::to_string(r.pid) + ") " + status_text(status) +
-             "; stopping the other ranks (SIGTERM, then SIGKILL after " +
-             std::to_string(o_.grace_period.count()) + " ms)");
+             "; stopping the other ranks (SIGTERM, then SIGKILL after " + std::to_string(o_.grace_period.count()) +
+             " ms)");
         begin_stopping(SIGTERM);
       }
     }
@@ -322,7 +322,8 @@ class Supervisor {
     while (true) {
       reap();  // a child that ended before the loop started
       bool running = std::any_of(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.running; });
-      bool open = std::any_of(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.out.fd >= 0 || r.err.fd >= 0; });
+      bool open =
+          std::any_of(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.out.fd >= 0 || r.err.fd >= 0; });
       if (!running && !cleaned) {
         // Every rank has exited: whatever they started goes too, which also
         // ends pipes that such leftovers kept open.
@@ -385,8 +386,8 @@ class Supervisor {
   bool stopping_ = false;
   bool killed_ = false;
   Clock::time_point kill_deadline_{};
-  int received_ = 0;      // the first forwarded signal
-  long failure_ = -1;     // index of the first failing rank
+  int received_ = 0;   // the first forwarded signal
+  long failure_ = -1;  // index of the first failing rank
 };
 
 }  // namespace
@@ -445,8 +446,9 @@ LauncherOptions parse_launcher_args(const std::vector<std::string>& args) {
       std::string v = value(name, inline_value);
       if (v == "gpu") {
         o.nproc_per_node = cuda::device_count();
-        if (o.nproc_per_node == 0) usage_error("--nproc-per-node gpu: no GPU is visible (CUDA_VISIBLE_DEVICES=" +
-                                               cuda::visible_devices_env() + "); give a number instead");
+        if (o.nproc_per_node == 0)
+          usage_error("--nproc-per-node gpu: no GPU is visible (CUDA_VISIBLE_DEVICES=" + cuda::visible_devices_env() +
+                      "); give a number instead");
       } else {
         o.nproc_per_node = int_value(name, v, 1, 4096);
       }
@@ -483,7 +485,8 @@ LauncherOptions parse_launcher_args(const std::vector<std::string>& args) {
   }
   if (o.standalone) {
     if (o.nnodes != 1) usage_error("--standalone runs one node, but --nnodes is " + std::to_string(o.nnodes));
-    if (addr_given || port_given) usage_error("--standalone picks the address and port itself; drop --master-addr/--master-port");
+    if (addr_given || port_given)
+      usage_error("--standalone picks the address and port itself; drop --master-addr/--master-port");
   }
   return o;
 }

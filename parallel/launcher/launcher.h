@@ -49,10 +49,10 @@ struct LauncherOptions {
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
-  bool standalone = false;  // one node; 127.0.0.1 and a free port
+  bool standalone = false;                                           // one node; 127.0.0.1 and a free port
   std::chrono::milliseconds grace_period = std::chrono::seconds(5);  // SIGTERM to SIGKILL
-  bool help = false;        // --help: print launcher_usage() and run nothing
-  std::vector<std::string> command;  // the program and its arguments
+  bool help = false;                                                 // --help: print launcher_usage() and run nothing
+  std::vector<std::string> command;                                  // the program and its arguments
 };
 
 // Parses ember-run's arguments (argv without argv[0]); options end at the

@@ -86,9 +86,8 @@ TEST(AutogradCallback, NestedPassesKeepTheirOwnCallbacks) {
   x.register_hook([&](const Tensor& g) {
     autograd::queue_callback([&] { events.push_back("outer"); });
     // A backward of its own inside the outer one.
-    inner_leaf.register_post_accumulate_grad_hook([&](const Tensor&) {
-      autograd::queue_callback([&] { events.push_back("inner"); });
-    });
+    inner_leaf.register_post_accumulate_grad_hook(
+        [&](const Tensor&) { autograd::queue_callback([&] { events.push_back("inner"); }); });
     {
       EnableGradGuard grad;  // the engine runs hooks with grad mode off
       (inner_leaf * 2.0).sum().backward();

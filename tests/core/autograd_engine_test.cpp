@@ -218,7 +218,7 @@ TEST(AutogradEngine, BackwardRestoresGradModeAfterAnError) {
 TEST(AutogradEngine, GradReturnsGradientsWithoutTouchingGrad) {
   Tensor a = from_vector<double>({1, 2}).set_requires_grad();
   Tensor b = from_vector<double>({3, 4}).set_requires_grad();
-  Tensor h = a * b;  // a non-leaf input
+  Tensor h = a * b;          // a non-leaf input
   Tensor y = (h * a).sum();  // a^2 b
   TensorList g = autograd::grad({y}, {a, b, h}, {}, /*retain_graph=*/true);
   ASSERT_EQ(g.size(), 3u);
@@ -238,8 +238,11 @@ TEST(AutogradEngine, GradAllowUnused) {
   Tensor a = from_vector<double>({1, 2}).set_requires_grad();
   Tensor unused = from_vector<double>({5, 6, 7}).set_requires_grad();
   Tensor y = (a * 2.0).sum();
-  EXPECT_TRUE(throws_with([&] { autograd::grad({y}, {a, unused}, {}, true); },
-                          {"input 1", "[3]", "not used", "allow_unused=true"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        autograd::grad({y}, {a, unused}, {}, true);
+      },
+      {"input 1", "[3]", "not used", "allow_unused=true"}));
   TensorList g = autograd::grad({y}, {a, unused}, {}, false, false, /*allow_unused=*/true);
   EXPECT_EQ(to_vector<double>(g[0]), (V{2, 2}));
   EXPECT_FALSE(g[1].defined());
@@ -313,9 +316,7 @@ TEST(AutogradEngine, CreateGraphGivesSecondDerivatives) {
 TEST(AutogradEngine, SecondDerivativesOfUnaryOps) {
   Tensor x = random_leaf({5}, 31);
   Tensor pos = (random_leaf({5}, 32).detach().abs() + 0.5).set_requires_grad();
-  auto unary = [](Tensor (*op)(const Tensor&)) {
-    return [op](const TensorList& in) { return op(in[0]); };
-  };
+  auto unary = [](Tensor (*op)(const Tensor&)) { return [op](const TensorList& in) { return op(in[0]); }; };
   EXPECT_TRUE(gradgradcheck(unary([](const Tensor& t) { return exp(t); }), {x})) << "exp";
   EXPECT_TRUE(gradgradcheck(unary([](const Tensor& t) { return log(t); }), {pos})) << "log";
   EXPECT_TRUE(gradgradcheck(unary([](const Tensor& t) { return sqrt(t); }), {pos})) << "sqrt";

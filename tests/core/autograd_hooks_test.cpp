@@ -140,9 +140,9 @@ TEST(AutogradHooks, PostAccumulateFiresOncePerLeafAfterTheFinalGradient) {
     seen.push_back(to_vector<double>(p.grad()));
   });
   // w enters the graph at three depths; its hook must see the sum of all three.
-  Tensor h = w * other;          // d/dw: other
-  h = h.exp().log() + w * 2.0;   // d/dw: 2
-  h = (h * w).sum();             // h*w: d/dw = h + w * dh/dw
+  Tensor h = w * other;         // d/dw: other
+  h = h.exp().log() + w * 2.0;  // d/dw: 2
+  h = (h * w).sum();            // h*w: d/dw = h + w * dh/dw
   h.backward();
   EXPECT_EQ(calls, 1);
   // L = (w*o + 2w) * w = w^2 (o + 2) -> dL/dw = 2 w (o + 2)
@@ -185,8 +185,10 @@ TEST(AutogradHooks, PostAccumulateOrderIsLastLayerFirst) {
   for (int l = 0; l < 3; ++l) {
     ws.push_back(from_vector<double>({0.5, -0.25, 0.75}).set_requires_grad());
     bs.push_back(from_vector<double>({0.1, 0.2, 0.3}).set_requires_grad());
-    ws.back().register_post_accumulate_grad_hook([&order, l](const Tensor&) { order.push_back("w" + std::to_string(l)); });
-    bs.back().register_post_accumulate_grad_hook([&order, l](const Tensor&) { order.push_back("b" + std::to_string(l)); });
+    ws.back().register_post_accumulate_grad_hook(
+        [&order, l](const Tensor&) { order.push_back("w" + std::to_string(l)); });
+    bs.back().register_post_accumulate_grad_hook(
+        [&order, l](const Tensor&) { order.push_back("b" + std::to_string(l)); });
   }
   Tensor h = from_vector<double>({1, 2, 3});
   for (int l = 0; l < 3; ++l) h = (h * ws[size_t(l)] + bs[size_t(l)]).tanh();

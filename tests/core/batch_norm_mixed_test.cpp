@@ -75,10 +75,12 @@ TEST_P(BatchNormMixed, OtherMixturesStillError) {
   const DType low = GetParam();
   Tensor x = randn({4, 3}).to(low);
   // float32 input with half parameters, and half parameters with float32 statistics.
-  EXPECT_TRUE(throws_with([&] { batch_norm(randn({4, 3}), {}, {}, ones({3}).to(low), {}, true); },
-                          {"batch_norm", "weight"}));
-  EXPECT_TRUE(throws_with([&] { batch_norm(x, zeros({3}), ones({3}), ones({3}).to(low), {}, true); },
-                          {"batch_norm"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        batch_norm(randn({4, 3}), {}, {}, ones({3}).to(low), {}, true);
+      },
+      {"batch_norm", "weight"}));
+  EXPECT_TRUE(throws_with([&] { batch_norm(x, zeros({3}), ones({3}), ones({3}).to(low), {}, true); }, {"batch_norm"}));
 }
 
 INSTANTIATE_TEST_SUITE_P(, BatchNormMixed, ::testing::Values(DType::Float16, DType::BFloat16),

@@ -56,7 +56,8 @@ TEST(BatchNorm, TrainingOutputAndRunningStatsOverSteps) {
       for (int64_t ch = 0; ch < c; ++ch)
         for (int64_t i = 0; i < l; ++i) {
           size_t at = size_t((b * c + ch) * l + i);
-          double expect = (xv[at] - s.mean[size_t(ch)]) / std::sqrt(s.var[size_t(ch)] + eps) * wv[size_t(ch)] + bv[size_t(ch)];
+          double expect =
+              (xv[at] - s.mean[size_t(ch)]) / std::sqrt(s.var[size_t(ch)] + eps) * wv[size_t(ch)] + bv[size_t(ch)];
           ASSERT_NEAR(yv[at], expect, 1e-12);
         }
     for (int64_t ch = 0; ch < c; ++ch) {
@@ -143,13 +144,15 @@ TEST(BatchNorm, GradcheckTrainAndEval) {
       [&](const TensorList& in) { return batch_norm(in[0], rm, rv_eval, in[1], in[2], false); }, {x, w, b}));
   // A permuted input (N, C, L) and a 2-D one.
   Tensor xp = testing::random_leaf({4, 3, 2}, 4).detach().permute({2, 1, 0}).set_requires_grad();
-  EXPECT_TRUE(testing::gradcheck(
-      [&](const TensorList& in) { return batch_norm(in[0], {}, {}, in[1], {}, true); }, {xp, testing::random_leaf({3}, 5)}));
+  EXPECT_TRUE(testing::gradcheck([&](const TensorList& in) { return batch_norm(in[0], {}, {}, in[1], {}, true); },
+                                 {xp, testing::random_leaf({3}, 5)}));
   EXPECT_TRUE(testing::gradcheck([](const TensorList& in) { return batch_norm(in[0], {}, {}, {}, in[1], true); },
                                  {testing::random_leaf({5, 2}, 6), testing::random_leaf({2}, 7)}));
   // A broadcast input: one sample expanded to a batch of 4.
   EXPECT_TRUE(testing::gradcheck(
-      [](const TensorList& in) { return batch_norm(in[0].expand({4, 3, 5}), {}, {}, in[1], in[2], true); },
+      [](const TensorList& in) {
+        return batch_norm(in[0].expand({4, 3, 5}), {}, {}, in[1], in[2], true);
+      },
       {testing::random_leaf({1, 3, 5}, 8), testing::random_leaf({3}, 9), testing::random_leaf({3}, 10)}));
 }
 
@@ -172,18 +175,23 @@ TEST(BatchNorm, SecondOrderGradients) {
 
 TEST(BatchNorm, ErrorsNameShapes) {
   Tensor x = zeros({4, 3, 5});
-  EXPECT_TRUE(throws_with([&] { batch_norm(zeros({3}), {}, {}, {}, {}, true); }, {"batch_norm", "at least 2 dims", "[3]"}));
+  EXPECT_TRUE(
+      throws_with([&] { batch_norm(zeros({3}), {}, {}, {}, {}, true); }, {"batch_norm", "at least 2 dims", "[3]"}));
   EXPECT_TRUE(throws_with([&] { batch_norm(x, {}, {}, zeros({4}), {}, true); },
                           {"batch_norm", "weight must have shape [3]", "[4, 3, 5]", "got [4]"}));
   EXPECT_TRUE(throws_with([&] { batch_norm(x, zeros({3}), ones({2}), {}, {}, true); },
                           {"batch_norm", "running_var must have shape [3]", "got [2]"}));
   EXPECT_TRUE(throws_with([&] { batch_norm(x, {}, {}, {}, {}, false); },
                           {"batch_norm", "eval mode", "running_mean and running_var", "[4, 3, 5]"}));
-  EXPECT_TRUE(throws_with([&] { batch_norm(zeros({1, 3}), {}, {}, {}, {}, true); },
-                          {"batch_norm", "more than 1 value per channel", "[1, 3]"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        batch_norm(zeros({1, 3}), {}, {}, {}, {}, true);
+      },
+      {"batch_norm", "more than 1 value per channel", "[1, 3]"}));
   EXPECT_TRUE(throws_with([&] { batch_norm(x, {}, {}, {}, zeros({3}, DType::Float64), true); },
                           {"batch_norm", "bias is [3] float64", "input is [4, 3, 5] float32"}));
-  EXPECT_TRUE(throws_with([&] { batch_norm(x.to(DType::Int64), {}, {}, {}, {}, true); }, {"batch_norm", "floating", "int64"}));
+  EXPECT_TRUE(
+      throws_with([&] { batch_norm(x.to(DType::Int64), {}, {}, {}, {}, true); }, {"batch_norm", "floating", "int64"}));
   EXPECT_TRUE(throws_with([&] { batch_norm(x, {}, {}, {}, {}, true, 0.1, 1e-5, zeros({}, DType::Int32)); },
                           {"batch_norm", "num_batches_tracked must be a () int64 tensor", "int32", "[4, 3, 5]"}));
   EXPECT_TRUE(throws_with([&] { batch_norm(x, {}, {}, {}, {}, true, 0.1, 1e-5, zeros({1}, DType::Int64)); },

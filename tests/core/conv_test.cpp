@@ -89,7 +89,8 @@ TEST(Conv2d, NonContiguousInputsAndLowerPrecision) {
   Tensor b = randn({c.w[0]}, DType::Float64, kCPU, &g);
   Tensor ref = naive_conv(x, w, b, c);
   EXPECT_TRUE(allclose(conv2d(x, w, b, c.stride, c.padding, c.dilation, c.groups), ref, 1e-12, 1e-12));
-  for (auto [dt, tol] : {std::pair{DType::Float32, 1e-5}, std::pair{DType::Float16, 1e-2}, std::pair{DType::BFloat16, 5e-2}}) {
+  for (auto [dt, tol] :
+       {std::pair{DType::Float32, 1e-5}, std::pair{DType::Float16, 1e-2}, std::pair{DType::BFloat16, 5e-2}}) {
     Tensor y = conv2d(x.to(dt), w.to(dt), b.to(dt), c.stride, c.padding, c.dilation, c.groups);
     EXPECT_EQ(y.dtype(), dt);
     // The inputs themselves rounded to dt: the reference sees the same values.
@@ -117,7 +118,10 @@ TEST(Conv2d, GradcheckNonContiguousAndPartialRequiresGrad) {
   Tensor w = testing::random_leaf({2, 3, 3, 2}, 2).detach().permute({1, 0, 2, 3}).set_requires_grad();
   Tensor b = testing::random_leaf({3}, 3);
   EXPECT_TRUE(testing::gradcheck(
-      [](const TensorList& in) { return conv2d(in[0], in[1], in[2], {2, 1}, {1, 1}, {1, 2}); }, {x, w, b}));
+      [](const TensorList& in) {
+        return conv2d(in[0], in[1], in[2], {2, 1}, {1, 1}, {1, 2});
+      },
+      {x, w, b}));
   // Only the bias, only the weight, only the input.
   Tensor xc = x.detach().contiguous(), wc = w.detach().contiguous();
   EXPECT_TRUE(testing::gradcheck([&](const TensorList& in) { return conv2d(xc, wc, in[0], {1, 1}, {1, 0}); }, {b}));
@@ -126,7 +130,10 @@ TEST(Conv2d, GradcheckNonContiguousAndPartialRequiresGrad) {
   // A broadcast input: one image expanded to a batch of 3.
   Tensor one = testing::random_leaf({1, 2, 4, 5}, 4);
   EXPECT_TRUE(testing::gradcheck(
-      [&](const TensorList& in) { return conv2d(in[0].expand({3, 2, 4, 5}), in[1], {}, {1, 1}, {1, 1}); }, {one, w}));
+      [&](const TensorList& in) {
+        return conv2d(in[0].expand({3, 2, 4, 5}), in[1], {}, {1, 1}, {1, 1});
+      },
+      {one, w}));
 }
 
 TEST(Conv2d, SecondOrderGradients) {
@@ -164,17 +171,32 @@ TEST(Conv2d, ErrorsNameOpShapesAndParameters) {
   EXPECT_TRUE(throws_with([&] { conv2d(x, zeros({6, 2, 3})); }, {"conv2d", "4-D weight", "[6, 2, 3]"}));
   EXPECT_TRUE(throws_with([&] { conv2d(x, w); },
                           {"conv2d", "[2, 4, 5, 5]", "4 channels", "[6, 2, 3, 3]", "groups=1", "expects 2"}));
-  EXPECT_TRUE(throws_with([&] { conv2d(x, zeros({5, 2, 3, 3}), {}, {1, 1}, {0, 0}, {1, 1}, 2); },
-                          {"conv2d", "[5, 2, 3, 3]", "groups=2 does not divide"}));
-  EXPECT_TRUE(throws_with([&] { conv2d(x, zeros({6, 4, 4, 3}), {}, {1, 1}, {0, 0}, {2, 1}); },
-                          {"conv2d", "[6, 4, 4, 3]", "spans 7 rows", "dilation (2, 1)", "padded input (5)", "[2, 4, 5, 5]"}));
-  EXPECT_TRUE(throws_with([&] { conv2d(x, zeros({6, 4, 3, 3}), zeros({5})); },
-                          {"conv2d", "bias must have shape [6]", "[5]"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        conv2d(x, zeros({5, 2, 3, 3}), {}, {1, 1}, {0, 0}, {1, 1}, 2);
+      },
+      {"conv2d", "[5, 2, 3, 3]", "groups=2 does not divide"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        conv2d(x, zeros({6, 4, 4, 3}), {}, {1, 1}, {0, 0}, {2, 1});
+      },
+      {"conv2d", "[6, 4, 4, 3]", "spans 7 rows", "dilation (2, 1)", "padded input (5)", "[2, 4, 5, 5]"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        conv2d(x, zeros({6, 4, 3, 3}), zeros({5}));
+      },
+      {"conv2d", "bias must have shape [6]", "[5]"}));
   EXPECT_TRUE(throws_with([&] { conv2d(x, zeros({6, 4, 3, 3}), {}, {0, 1}); }, {"conv2d", "stride (0, 1)"}));
-  EXPECT_TRUE(throws_with([&] { conv2d(x, zeros({6, 4, 3, 3}, DType::Float64)); },
-                          {"conv2d", "float32", "float64", "weight [6, 4, 3, 3]"}));
-  EXPECT_TRUE(throws_with([&] { conv2d(x.to(DType::Int64), zeros({6, 4, 3, 3}, DType::Int64)); },
-                          {"conv2d", "floating", "int64"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        conv2d(x, zeros({6, 4, 3, 3}, DType::Float64));
+      },
+      {"conv2d", "float32", "float64", "weight [6, 4, 3, 3]"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        conv2d(x.to(DType::Int64), zeros({6, 4, 3, 3}, DType::Int64));
+      },
+      {"conv2d", "floating", "int64"}));
 }
 
 }  // namespace

@@ -55,7 +55,10 @@ TEST(CpuAllocator, SizeClassesWasteAtMostAnEighth) {
   Allocator& a = cpu_allocator();
   const struct {
     size_t request, cls;
-  } cases[] = {{kMiB, kMiB}, {kMiB + 1, kMiB + kMiB / 4}, {5 * kMiB, 5 * kMiB}, {5 * kMiB + 1, 6 * kMiB},
+  } cases[] = {{kMiB, kMiB},
+               {kMiB + 1, kMiB + kMiB / 4},
+               {5 * kMiB, 5 * kMiB},
+               {5 * kMiB + 1, 6 * kMiB},
                {100 * kMiB, 112 * kMiB}};
   for (const auto& c : cases) {
     a.allocate(c.request, kCPU).reset();

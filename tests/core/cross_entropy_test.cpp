@@ -12,8 +12,8 @@
 
 #include "ember.h"
 #include "support/cuda_compare.h"
-#include "support/gradcheck.h"
 #include "support/error_message.h"
+#include "support/gradcheck.h"
 
 namespace ember {
 namespace {
@@ -63,8 +63,8 @@ TEST(CrossEntropyLoss, MatchesTheComposedLossAndItsGradient) {
             const std::string what = std::string(dtype_name(dt)) + " n " + std::to_string(n) + " c " +
                                      std::to_string(c) + " " + dtype_name(tdt) + " smoothing " + std::to_string(e) +
                                      " reduction " + std::to_string(int(r));
-            const testing::Tolerance tol = dt == DType::Float64 ? testing::Tolerance{1e-12, 1e-12}
-                                                                : testing::Tolerance{1e-5, 1e-5};
+            const testing::Tolerance tol =
+                dt == DType::Float64 ? testing::Tolerance{1e-12, 1e-12} : testing::Tolerance{1e-5, 1e-5};
             EXPECT_TRUE(testing::tensors_close(fused, reference, tol)) << what;
             Tensor w = randn(fused.shape(), dt, kCPU, &g);
             Tensor gf = autograd::grad({(fused * w).sum()}, {x})[0];
@@ -81,9 +81,8 @@ TEST(CrossEntropyLoss, GradcheckForEveryReductionWithSmoothingAndIgnoredRows) {
   Tensor t = from_vector<int64_t>({2, -1, 0, 4, 1});
   for (Reduction r : kReductions) {
     for (double e : {0.0, 0.2}) {
-      EXPECT_TRUE(testing::gradcheck(
-          [&](const TensorList& in) { return cross_entropy_loss(in[0], t, -1, e, r); },
-          {testing::random_leaf({5, 6}, 11)}))
+      EXPECT_TRUE(testing::gradcheck([&](const TensorList& in) { return cross_entropy_loss(in[0], t, -1, e, r); },
+                                     {testing::random_leaf({5, 6}, 11)}))
           << "reduction " << int(r) << " smoothing " << e;
     }
   }

@@ -68,7 +68,11 @@ TEST(ElementwiseGrad, EveryUnaryOpOnContiguousAndStridedInputs) {
     EXPECT_TRUE(gradcheck(f, {base})) << op.name << " contiguous";
     EXPECT_TRUE(gradcheck(f, {base.t()})) << op.name << " transposed";
     EXPECT_TRUE(gradcheck(f, {base.narrow(1, 1, 2)})) << op.name << " narrowed";
-    EXPECT_TRUE(gradcheck([&](const TensorList& in) { return op.f(in[0].expand({2, 3, 4})); }, {base}))
+    EXPECT_TRUE(gradcheck(
+        [&](const TensorList& in) {
+          return op.f(in[0].expand({2, 3, 4}));
+        },
+        {base}))
         << op.name << " broadcast";
   }
 }

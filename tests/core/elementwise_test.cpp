@@ -142,8 +142,8 @@ void expect_unary(const UnaryCase& c, const Tensor& x, const std::string& what) 
   for (size_t i = 0; i < in.size(); ++i) {
     double want = c.ref(in[i]);
     if (!close(out[i], want, rtol, rtol) && ++bad <= 3) {
-      ADD_FAILURE() << what << " element " << i << ": " << c.name << "(" << in[i] << ") = " << out[i]
-                    << ", want " << want;
+      ADD_FAILURE() << what << " element " << i << ": " << c.name << "(" << in[i] << ") = " << out[i] << ", want "
+                    << want;
     }
   }
 }
@@ -177,8 +177,10 @@ TEST(Elementwise, UnaryOn16BitFloats) {
   for (const UnaryCase& c : unary_cases()) {
     for (DType dt : {DType::Float16, DType::BFloat16}) {
       // Inputs rounded to dtype first, so the reference sees the same values.
-      expect_unary(c, make_1d(spread(257, c.lo, c.hi), dt, Layout::Contiguous), std::string(c.name) + " " + dtype_name(dt));
-      expect_unary(c, make_1d(spread(33, c.lo, c.hi), dt, Layout::Strided), std::string(c.name) + " strided " + dtype_name(dt));
+      expect_unary(c, make_1d(spread(257, c.lo, c.hi), dt, Layout::Contiguous),
+                   std::string(c.name) + " " + dtype_name(dt));
+      expect_unary(c, make_1d(spread(33, c.lo, c.hi), dt, Layout::Strided),
+                   std::string(c.name) + " strided " + dtype_name(dt));
     }
   }
 }
@@ -223,14 +225,18 @@ struct BinaryCase {
 
 const std::vector<BinaryCase>& binary_cases() {
   static const std::vector<BinaryCase> cases = {
-      {"add", [](const Tensor& a, const Tensor& b) { return add(a, b); }, [](double a, double b) { return a + b; }, -5, 5},
+      {"add", [](const Tensor& a, const Tensor& b) { return add(a, b); }, [](double a, double b) { return a + b; }, -5,
+       5},
       {"add alpha", [](const Tensor& a, const Tensor& b) { return add(a, b, 2.5); },
        [](double a, double b) { return a + 2.5 * b; }, -5, 5},
-      {"sub", [](const Tensor& a, const Tensor& b) { return sub(a, b); }, [](double a, double b) { return a - b; }, -5, 5},
+      {"sub", [](const Tensor& a, const Tensor& b) { return sub(a, b); }, [](double a, double b) { return a - b; }, -5,
+       5},
       {"sub alpha", [](const Tensor& a, const Tensor& b) { return sub(a, b, -3); },
        [](double a, double b) { return a + 3 * b; }, -5, 5},
-      {"mul", [](const Tensor& a, const Tensor& b) { return mul(a, b); }, [](double a, double b) { return a * b; }, -5, 5},
-      {"div", [](const Tensor& a, const Tensor& b) { return div(a, b); }, [](double a, double b) { return a / b; }, -5, 5},
+      {"mul", [](const Tensor& a, const Tensor& b) { return mul(a, b); }, [](double a, double b) { return a * b; }, -5,
+       5},
+      {"div", [](const Tensor& a, const Tensor& b) { return div(a, b); }, [](double a, double b) { return a / b; }, -5,
+       5},
       {"maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); },
        [](double a, double b) { return std::max(a, b); }, -5, 5},
       {"minimum", [](const Tensor& a, const Tensor& b) { return minimum(a, b); },

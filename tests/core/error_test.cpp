@@ -10,9 +10,9 @@
 namespace ember {
 namespace {
 
+using testing::error_of;
 using ::testing::HasSubstr;
 using ::testing::Not;
-using testing::error_of;
 using testing::throws_with;
 
 TEST(Error, CheckStreamsItsMessageAndTheLocation) {

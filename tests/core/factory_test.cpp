@@ -108,8 +108,11 @@ TEST(Factory, FromBlobSharesTheCallersMemory) {
   EXPECT_EQ(to_vector<double>(s), (std::vector<double>{0, 1, 2}));
   s.mul_(3);
   EXPECT_EQ(d, (std::vector<double>{0, 10, 3, 11, 6, 12}));
-  EXPECT_TRUE(throws_with([&] { from_blob(d.data(), {3}, DType::Float64, kCPU, {1, 1}); },
-                          {"from_blob", "[3]", "[1, 1]"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        from_blob(d.data(), {3}, DType::Float64, kCPU, {1, 1});
+      },
+      {"from_blob", "[3]", "[1, 1]"}));
 }
 
 TEST(Factory, AllcloseAndEqual) {

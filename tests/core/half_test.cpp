@@ -50,17 +50,17 @@ TEST(Half, Edges) {
   EXPECT_EQ(Half(1.0f).bits, 0x3c00);
   EXPECT_EQ(Half(-2.0f).bits, 0xc000);
   EXPECT_EQ(Half(0.1f).bits, 0x2e66);
-  EXPECT_EQ(Half(65504.0f).bits, 0x7bff);                // the largest half
-  EXPECT_EQ(Half(next_down(65520.0f)).bits, 0x7bff);     // just below the overflow midpoint
-  EXPECT_EQ(Half(65520.0f).bits, 0x7c00);                // the midpoint to "65536" rounds to inf
+  EXPECT_EQ(Half(65504.0f).bits, 0x7bff);             // the largest half
+  EXPECT_EQ(Half(next_down(65520.0f)).bits, 0x7bff);  // just below the overflow midpoint
+  EXPECT_EQ(Half(65520.0f).bits, 0x7c00);             // the midpoint to "65536" rounds to inf
   EXPECT_EQ(Half(-1e10f).bits, 0xfc00);
   EXPECT_EQ(Half(std::numeric_limits<float>::infinity()).bits, 0x7c00);
-  EXPECT_EQ(Half(5.9604644775390625e-8f).bits, 0x0001);  // 2^-24, the smallest subnormal
+  EXPECT_EQ(Half(5.9604644775390625e-8f).bits, 0x0001);   // 2^-24, the smallest subnormal
   EXPECT_EQ(Half(2.98023223876953125e-8f).bits, 0x0000);  // 2^-25: a tie, to even (zero)
   EXPECT_EQ(Half(next_up(2.98023223876953125e-8f)).bits, 0x0001);
   EXPECT_EQ(Half(1e-30f).bits, 0x0000);
   EXPECT_EQ(Half(-0.0f).bits, 0x8000);
-  EXPECT_EQ(Half(6.103515625e-05f).bits, 0x0400);  // 2^-14, the smallest normal
+  EXPECT_EQ(Half(6.103515625e-05f).bits, 0x0400);             // 2^-14, the smallest normal
   EXPECT_EQ(Half(next_down(6.103515625e-05f)).bits, 0x0400);  // rounds up out of the subnormals
   uint16_t nan = Half(std::numeric_limits<float>::quiet_NaN()).bits;
   EXPECT_EQ(nan & 0x7c00, 0x7c00);
@@ -73,7 +73,7 @@ TEST(Half, Edges) {
 TEST(BFloat16, Edges) {
   EXPECT_EQ(BFloat16(1.0f).bits, 0x3f80);
   EXPECT_EQ(BFloat16(-0.0f).bits, 0x8000);
-  EXPECT_EQ(BFloat16(3.3895313892515355e38f).bits, 0x7f7f);  // the largest bfloat16
+  EXPECT_EQ(BFloat16(3.3895313892515355e38f).bits, 0x7f7f);             // the largest bfloat16
   EXPECT_EQ(BFloat16(std::numeric_limits<float>::max()).bits, 0x7f80);  // rounds up to inf
   EXPECT_EQ(BFloat16(std::numeric_limits<float>::infinity()).bits, 0x7f80);
   EXPECT_EQ(BFloat16(std::numeric_limits<float>::denorm_min()).bits, 0x0000);  // tie with 0: to even

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "ember.h"
-#include "support/gradcheck.h"
 #include "support/error_message.h"
+#include "support/gradcheck.h"
 
 namespace ember {
 namespace {
@@ -60,7 +60,7 @@ TEST(IndexSelect, ValuesOnATransposedInputWithRepeats) {
 
 TEST(IndexSelect, ThreeDimsNarrowedInputStridedIndexAndEdgeShapes) {
   Tensor big = iota({3, 6, 2});
-  Tensor x = big.narrow(1, 1, 4);                       // (3, 4, 2), x[a][b][c] = 12a + 2(b+1) + c
+  Tensor x = big.narrow(1, 1, 4);                          // (3, 4, 2), x[a][b][c] = 12a + 2(b+1) + c
   Tensor idx = i64({2, 9, 0, 9, 1, 9}).slice(0, 0, 6, 2);  // [2, 0, 1], strided
   Tensor y = index_select(x, 1, idx);
   ASSERT_EQ(y.shape(), (Shape{3, 3, 2}));
@@ -78,8 +78,11 @@ TEST(IndexSelect, ThreeDimsNarrowedInputStridedIndexAndEdgeShapes) {
 
 TEST(IndexSelect, Errors) {
   Tensor x = zeros({3, 4});
-  EXPECT_TRUE(throws_with([&] { index_select(x, 1, i64({0, 4})); },
-                          {"index_select", "index 4", "out of bounds", "dim 1", "size 4"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        index_select(x, 1, i64({0, 4}));
+      },
+      {"index_select", "index 4", "out of bounds", "dim 1", "size 4"}));
   EXPECT_TRUE(throws_with([&] { index_select(x, 0, i64({-1}).to(DType::Int32)); },
                           {"index_select", "index -1", "dim 0", "size 3"}));
   EXPECT_TRUE(throws_with([&] { index_select(x, 0, from_vector<float>({0})); },
@@ -128,8 +131,8 @@ TEST(Gather, ValuesAlongEachDim) {
 }
 
 TEST(Gather, NonContiguousInputAndIndex) {
-  Tensor x = iota({4, 3}).t();                             // (3, 4), x[i][j] = 3j + i
-  Tensor idx = i64({0, 3, 2, 1, 1, 0}, {2, 3}).t();        // (3, 2), non-contiguous
+  Tensor x = iota({4, 3}).t();                       // (3, 4), x[i][j] = 3j + i
+  Tensor idx = i64({0, 3, 2, 1, 1, 0}, {2, 3}).t();  // (3, 2), non-contiguous
   ASSERT_FALSE(idx.is_contiguous());
   Tensor y = gather(x, 1, idx);
   for (int64_t i = 0; i < 3; ++i)
@@ -150,12 +153,18 @@ TEST(Gather, HalfBoolAndZeroDim) {
 
 TEST(Gather, Errors) {
   Tensor x = zeros({3, 4});
-  EXPECT_TRUE(throws_with([&] { gather(x, 1, i64({0, 1, 7, 2}, {2, 2})); },
-                          {"gather", "index 7", "out of bounds", "dim 1", "size 4"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        gather(x, 1, i64({0, 1, 7, 2}, {2, 2}));
+      },
+      {"gather", "index 7", "out of bounds", "dim 1", "size 4"}));
   EXPECT_TRUE(throws_with([&] { gather(x, 0, i64({-3}, {1, 1})); }, {"gather", "index -3", "dim 0", "size 3"}));
   EXPECT_TRUE(throws_with([&] { gather(x, 1, i64({0, 1})); }, {"gather", "as many dims", "[3, 4]", "[2]"}));
-  EXPECT_TRUE(throws_with([&] { gather(x, 1, zeros({4, 1}, DType::Int64)); },
-                          {"gather", "[4, 1]", "larger than the input", "[3, 4]", "at dim 0", "only dim 1"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        gather(x, 1, zeros({4, 1}, DType::Int64));
+      },
+      {"gather", "[4, 1]", "larger than the input", "[3, 4]", "at dim 0", "only dim 1"}));
   EXPECT_TRUE(throws_with([&] { gather(x, -3, zeros({1, 1}, DType::Int64)); }, {"gather", "dim -3", "[3, 4]"}));
   EXPECT_TRUE(throws_with([&] { gather(x, 0, zeros({1, 1}, DType::Bool)); }, {"gather", "int64 or int32", "bool"}));
 }
@@ -194,8 +203,8 @@ TEST(ScatterAdd, ValuesWithRepeatsAndASrcLargerThanTheIndex) {
 }
 
 TEST(ScatterAdd, NonContiguousOperandsAndOtherDtypes) {
-  Tensor x = iota({4, 3}).t();              // (3, 4)
-  Tensor idx = i64({0, 0, 2, 1}, {2, 2}).t();  // (2, 2): [[0, 2], [0, 1]]
+  Tensor x = iota({4, 3}).t();                    // (3, 4)
+  Tensor idx = i64({0, 0, 2, 1}, {2, 2}).t();     // (2, 2): [[0, 2], [0, 1]]
   Tensor src = iota({2, 6}, 50).narrow(1, 1, 3);  // (2, 3): [[51, 52, 53], [57, 58, 59]]
   Tensor y = scatter_add(x, 1, idx, src);
   std::vector<double> want = to_vector<double>(x);
@@ -212,25 +221,43 @@ TEST(ScatterAdd, NonContiguousOperandsAndOtherDtypes) {
 TEST(ScatterAdd, Errors) {
   Tensor x = zeros({3, 4});
   Tensor src = ones({2, 2});
-  EXPECT_TRUE(throws_with([&] { scatter_add(x, 1, i64({0, 4, 1, 2}, {2, 2}), src); },
-                          {"scatter_add", "index 4", "out of bounds", "dim 1", "size 4"}));
-  EXPECT_TRUE(throws_with([&] { scatter_add(x, 0, i64({0, -2, 1, 2}, {2, 2}), src); },
-                          {"scatter_add", "index -2", "dim 0", "size 3"}));
-  EXPECT_TRUE(throws_with([&] { scatter_add(x, 1, zeros({2, 3}, DType::Int64), src); },
-                          {"scatter_add", "[2, 3]", "larger than src", "[2, 2]", "at dim 1"}));
-  EXPECT_TRUE(throws_with([&] { scatter_add(x, 1, zeros({4, 1}, DType::Int64), ones({4, 1})); },
-                          {"scatter_add", "[4, 1]", "larger than the input", "[3, 4]", "at dim 0"}));
-  EXPECT_TRUE(throws_with([&] { scatter_add(x, 1, zeros({2, 2}, DType::Int64), src.to(DType::Float64)); },
-                          {"scatter_add", "[3, 4] float32", "[2, 2] float64"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        scatter_add(x, 1, i64({0, 4, 1, 2}, {2, 2}), src);
+      },
+      {"scatter_add", "index 4", "out of bounds", "dim 1", "size 4"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        scatter_add(x, 0, i64({0, -2, 1, 2}, {2, 2}), src);
+      },
+      {"scatter_add", "index -2", "dim 0", "size 3"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        scatter_add(x, 1, zeros({2, 3}, DType::Int64), src);
+      },
+      {"scatter_add", "[2, 3]", "larger than src", "[2, 2]", "at dim 1"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        scatter_add(x, 1, zeros({4, 1}, DType::Int64), ones({4, 1}));
+      },
+      {"scatter_add", "[4, 1]", "larger than the input", "[3, 4]", "at dim 0"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        scatter_add(x, 1, zeros({2, 2}, DType::Int64), src.to(DType::Float64));
+      },
+      {"scatter_add", "[3, 4] float32", "[2, 2] float64"}));
   EXPECT_TRUE(throws_with([&] { scatter_add(x, 1, zeros({2}, DType::Int64), src); },
                           {"scatter_add", "same number of dims", "[3, 4]", "[2]", "[2, 2]"}));
-  EXPECT_TRUE(throws_with([&] { scatter_add(x, 2, zeros({2, 2}, DType::Int64), src); },
-                          {"scatter_add", "dim 2", "[3, 4]"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        scatter_add(x, 2, zeros({2, 2}, DType::Int64), src);
+      },
+      {"scatter_add", "dim 2", "[3, 4]"}));
 }
 
 TEST(ScatterAdd, GradcheckBothInputs) {
   Tensor x = transposed_leaf(3, 4, 3);
-  Tensor src = testing::random_leaf({2, 5}, 4);   // larger than the index: the rest gets zero gradient
+  Tensor src = testing::random_leaf({2, 5}, 4);  // larger than the index: the rest gets zero gradient
   Tensor idx = i64({1, 1, 3, 0, 0, 0}, {2, 3});  // repeated indices
   EXPECT_TRUE(testing::gradcheck([idx](const TensorList& in) { return scatter_add(in[0], 1, idx, in[1]); }, {x, src}));
   Tensor src_t = transposed_leaf(2, 4, 5);
@@ -284,8 +311,11 @@ TEST(Embedding, Gradcheck) {
 
 TEST(Embedding, Errors) {
   Tensor w = zeros({5, 3});
-  EXPECT_TRUE(throws_with([&] { embedding(w, i64({1, 5})); },
-                          {"embedding", "index 5", "out of bounds", "dim 0", "size 5"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        embedding(w, i64({1, 5}));
+      },
+      {"embedding", "index 5", "out of bounds", "dim 0", "size 5"}));
   EXPECT_TRUE(throws_with([&] { embedding(w, i64({-1})); }, {"embedding", "index -1"}));
   EXPECT_TRUE(throws_with([&] { embedding(zeros({5}), i64({1})); }, {"embedding", "2-D", "[5] float32"}));
   EXPECT_TRUE(throws_with([&] { embedding(w, from_vector<double>({1})); }, {"embedding", "int64 or int32", "float64"}));

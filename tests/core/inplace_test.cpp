@@ -24,11 +24,11 @@ Tensor counting(const Shape& shape, DType dtype = DType::Float32) {
 }
 
 TEST(InPlace, ArithmeticOnViewsWritesThroughToTheBase) {
-  Tensor base = counting({3, 4});  // 0..11
-  base.narrow(1, 1, 2).add_(100);                          // columns 1, 2
-  base.t().select(0, 0).mul_(-1);                          // column 0
+  Tensor base = counting({3, 4});                           // 0..11
+  base.narrow(1, 1, 2).add_(100);                           // columns 1, 2
+  base.t().select(0, 0).mul_(-1);                           // column 0
   base.slice(1, 1, 4, 2).sub_(from_vector<float>({1, 2}));  // columns 1, 3, broadcast over rows
-  base[2].div_(2);                                         // row 2
+  base[2].div_(2);                                          // row 2
   std::vector<float> want(12);
   for (int r = 0; r < 3; ++r) {
     for (int c = 0; c < 4; ++c) {
@@ -122,7 +122,7 @@ TEST(InPlace, VersionCounterBumpsOnEveryWriteThroughAnyView) {
   Tensor d = x.detach();
   d.sub_(1);
   EXPECT_EQ(x.version(), v0 + 6);  // detach shares it too
-  Tensor y = x + 1;  // out of place: no bump
+  Tensor y = x + 1;                // out of place: no bump
   Tensor c = x.clone();
   EXPECT_EQ(x.version(), v0 + 6);
   c.add_(1);
@@ -137,8 +137,8 @@ TEST(InPlace, ModifyingASavedTensorThenBackwardNamesTheNode) {
   Tensor bb = b * 1.0;  // a non-leaf that MulBackward below saves
   Tensor y = (a * bb).sum();
   bb.mul_(2);
-  EXPECT_TRUE(throws_with([&] { y.backward(); }, {"MulBackward", "modified by an in-place operation", "[3]",
-                                                   "version 0", "version 1"}));
+  EXPECT_TRUE(throws_with([&] { y.backward(); },
+                          {"MulBackward", "modified by an in-place operation", "[3]", "version 0", "version 1"}));
 
   // An op's saved output modified in place.
   Tensor x = from_vector<float>({0.5f, 1.5f}).set_requires_grad();

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "ember.h"
-#include "support/gradcheck.h"
 #include "support/error_message.h"
+#include "support/gradcheck.h"
 
 namespace ember {
 namespace {
@@ -72,9 +72,9 @@ TEST(Cat, ThreeDimsMiddleDim) {
 
 TEST(Cat, NonContiguousInputs) {
   Tensor base = iota({3, 2});
-  Tensor a = base.t();                        // (2, 3), transposed
+  Tensor a = base.t();  // (2, 3), transposed
   Tensor wide = iota({2, 7}, 100);
-  Tensor b = wide.narrow(1, 2, 4);            // (2, 4), narrowed
+  Tensor b = wide.narrow(1, 2, 4);                 // (2, 4), narrowed
   Tensor c = iota({2, 6}, 300).slice(1, 0, 6, 3);  // (2, 2), strided
   ASSERT_FALSE(a.is_contiguous());
   ASSERT_FALSE(b.is_contiguous());
@@ -124,11 +124,17 @@ TEST(Cat, SkipsLegacyEmptyOneDimTensors) {
 
 TEST(Cat, ErrorsNameEveryShapeAndTheDim) {
   Tensor a = zeros({2, 3}), b = zeros({2, 4}), c = zeros({3, 3});
-  EXPECT_TRUE(throws_with([&] { cat({a, b, c}, 0); },
-                          {"cat", "except in dim 0", "tensor 1", "[2, 3]", "[2, 4]", "[3, 3]", "at dim 1"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        cat({a, b, c}, 0);
+      },
+      {"cat", "except in dim 0", "tensor 1", "[2, 3]", "[2, 4]", "[3, 3]", "at dim 1"}));
   EXPECT_TRUE(throws_with([&] { cat({a, c}, 1); }, {"cat", "except in dim 1", "[2, 3]", "[3, 3]", "at dim 0"}));
-  EXPECT_TRUE(throws_with([&] { cat({a, zeros({2, 3, 1})}, 0); },
-                          {"cat", "same number of dims", "[2, 3]", "[2, 3, 1]"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        cat({a, zeros({2, 3, 1})}, 0);
+      },
+      {"cat", "same number of dims", "[2, 3]", "[2, 3, 1]"}));
   EXPECT_TRUE(throws_with([&] { cat({a, a}, 2); }, {"cat", "dim 2", "[2, 3]", "-2 to 1"}));
   EXPECT_TRUE(throws_with([&] { cat({a, a}, -3); }, {"cat", "dim -3", "[2, 3]"}));
   EXPECT_TRUE(throws_with([&] { cat({}, 0); }, {"cat", "non-empty list"}));
@@ -140,16 +146,22 @@ TEST(Cat, DevicesMustMatch) {
   float host[6] = {};
   // A tensor that claims to be on cuda:0; the check fires before any data is touched.
   Tensor fake_cuda = from_blob(host, {2, 3}, DType::Float32, cuda_device(0));
-  EXPECT_TRUE(throws_with([&] { cat({zeros({2, 3}), fake_cuda}, 0); },
-                          {"cat", "same device", "tensor 0 is on cpu", "tensor 1 on cuda:0", ".to(device)"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        cat({zeros({2, 3}), fake_cuda}, 0);
+      },
+      {"cat", "same device", "tensor 0 is on cpu", "tensor 1 on cuda:0", ".to(device)"}));
 }
 
 TEST(Cat, Gradcheck) {
   Tensor a = testing::random_leaf({2, 3}, 1);
   Tensor b = transposed_leaf(2, 4, 2);
   Tensor base = testing::random_leaf({2, 5}, 3);
-  EXPECT_TRUE(testing::gradcheck([](const TensorList& in) { return cat({in[0], in[1], in[2].narrow(1, 1, 2)}, -1); },
-                                 {a, b, base}));
+  EXPECT_TRUE(testing::gradcheck(
+      [](const TensorList& in) {
+        return cat({in[0], in[1], in[2].narrow(1, 1, 2)}, -1);
+      },
+      {a, b, base}));
   Tensor c = transposed_leaf(3, 3, 4);
   EXPECT_TRUE(testing::gradcheck([](const TensorList& in) { return cat({in[0], in[1]}, 0); }, {a, c}));
 }
@@ -205,8 +217,11 @@ TEST(Stack, NonContiguousPromotedAndScalars) {
 
 TEST(Stack, Errors) {
   Tensor a = zeros({2, 3});
-  EXPECT_TRUE(throws_with([&] { stack({a, a, zeros({2, 4})}); },
-                          {"stack", "equal size", "[2, 3] at entry 0", "[2, 4] at entry 2"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        stack({a, a, zeros({2, 4})});
+      },
+      {"stack", "equal size", "[2, 3] at entry 0", "[2, 4] at entry 2"}));
   EXPECT_TRUE(throws_with([&] { stack({a, a}, 3); }, {"stack", "dim 3", "-3 to 2"}));
   EXPECT_TRUE(throws_with([&] { stack({a, a}, -4); }, {"stack", "dim -4"}));
   EXPECT_TRUE(throws_with([&] { stack({}); }, {"stack", "non-empty list"}));
@@ -263,8 +278,11 @@ TEST(Split, Errors) {
   Tensor x = zeros({5, 3});
   EXPECT_TRUE(throws_with([&] { split(x, -1); }, {"split", "non-negative", "-1"}));
   EXPECT_TRUE(throws_with([&] { split(x, 0); }, {"split", "can only be 0", "dimension size 5"}));
-  EXPECT_TRUE(throws_with([&] { split(x, std::vector<int64_t>{2, 2}); },
-                          {"split", "[2, 2]", "sum to 4", "dim 0", "[5, 3]", "size 5"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        split(x, std::vector<int64_t>{2, 2});
+      },
+      {"split", "[2, 2]", "sum to 4", "dim 0", "[5, 3]", "size 5"}));
   EXPECT_TRUE(throws_with([&] { split(x, std::vector<int64_t>{6, -1}); }, {"split", "non-negative", "[6, -1]"}));
   EXPECT_TRUE(throws_with([&] { split(x, 2, 2); }, {"split", "dim 2", "[5, 3]"}));
   EXPECT_TRUE(throws_with([&] { split(zeros({}), 1); }, {"split", "0-dim"}));
@@ -276,9 +294,16 @@ TEST(Chunk, FollowsTorchChunkForUnevenSizes) {
     std::vector<int64_t> want;  // what torch.chunk returns
   };
   std::vector<Case> cases = {
-      {5, 4, {2, 2, 1}}, {6, 4, {2, 2, 2}},          {10, 3, {4, 4, 2}}, {3, 5, {1, 1, 1}},
-      {0, 3, {0, 0, 0}}, {1, 1, {1}},                {7, 7, {1, 1, 1, 1, 1, 1, 1}},
-      {12, 5, {3, 3, 3, 3}}, {13, 5, {3, 3, 3, 3, 1}}, {4, 1, {4}},
+      {5, 4, {2, 2, 1}},
+      {6, 4, {2, 2, 2}},
+      {10, 3, {4, 4, 2}},
+      {3, 5, {1, 1, 1}},
+      {0, 3, {0, 0, 0}},
+      {1, 1, {1}},
+      {7, 7, {1, 1, 1, 1, 1, 1, 1}},
+      {12, 5, {3, 3, 3, 3}},
+      {13, 5, {3, 3, 3, 3, 1}},
+      {4, 1, {4}},
   };
   for (const Case& c : cases) {
     Tensor x = iota({2, c.n});
@@ -309,8 +334,11 @@ TEST(Split, GradcheckAndOneNodeForAllPieces) {
       },
       {x}));
   // Pieces that get no gradient count as zeros.
-  EXPECT_TRUE(testing::gradcheck([](const TensorList& in) { return split(in[0], std::vector<int64_t>{1, 3}, 0)[1]; },
-                                 {x}));
+  EXPECT_TRUE(testing::gradcheck(
+      [](const TensorList& in) {
+        return split(in[0], std::vector<int64_t>{1, 3}, 0)[1];
+      },
+      {x}));
   EXPECT_TRUE(testing::gradcheck(
       [](const TensorList& in) {
         TensorList p = chunk(in[0], 3, -1);  // widths 2, 2, 1

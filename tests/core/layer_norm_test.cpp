@@ -37,8 +37,13 @@ TEST(LayerNorm, Float32AndHalfAgreeWithDouble) {
 }
 
 TEST(LayerNorm, GradcheckWithAndWithoutAffine) {
-  Tensor x = testing::random_leaf({3, 2, 5}, 1), w = testing::random_leaf({2, 5}, 2), b = testing::random_leaf({2, 5}, 3);
-  EXPECT_TRUE(testing::gradcheck([](const TensorList& in) { return layer_norm(in[0], {2, 5}, in[1], in[2]); }, {x, w, b}));
+  Tensor x = testing::random_leaf({3, 2, 5}, 1), w = testing::random_leaf({2, 5}, 2),
+         b = testing::random_leaf({2, 5}, 3);
+  EXPECT_TRUE(testing::gradcheck(
+      [](const TensorList& in) {
+        return layer_norm(in[0], {2, 5}, in[1], in[2]);
+      },
+      {x, w, b}));
   EXPECT_TRUE(testing::gradcheck([](const TensorList& in) { return layer_norm(in[0], {5}); }, {x}));
   Tensor xt = testing::random_leaf({5, 4}, 4);
   EXPECT_TRUE(testing::gradcheck([](const TensorList& in) { return layer_norm(in[0].t(), {5}); }, {xt}));

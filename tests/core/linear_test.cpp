@@ -12,9 +12,9 @@
 
 #include "core/ops/gemm_kernels.h"
 #include "ember.h"
+#include "support/error_message.h"
 #include "support/gradcheck.h"
 #include "support/stub_swap.h"
-#include "support/error_message.h"
 
 namespace ember {
 namespace {
@@ -65,8 +65,8 @@ Reference reference_linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   for (size_t i = 0; i < got.size(); ++i) {
     double tol = rtol * std::fabs(r.values[i]) + atol * (r.scale[i] + 1e-300);
     if (!(std::fabs(got[i] - r.values[i]) <= tol)) {
-      return ::testing::AssertionFailure() << "element " << i << " of " << shape_str(y.shape()) << ": got " << got[i]
-                                           << ", expected " << r.values[i];
+      return ::testing::AssertionFailure()
+             << "element " << i << " of " << shape_str(y.shape()) << ": got " << got[i] << ", expected " << r.values[i];
     }
   }
   return ::testing::AssertionSuccess();
@@ -146,11 +146,11 @@ TEST(Linear, AgreesWithMatmulPlusAdd) {
   for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::Int64}) {
     Tensor x = random({2, 3, 33}, dt, 1), w = random({9, 33}, dt, 2), b = random({9}, dt, 3);
     // The fused path rounds the 16-bit types once, matmul + add twice.
-    double tol = dt == DType::BFloat16 ? 0x1p-7
-                 : dt == DType::Float16  ? 0x1p-10
-                 : dt == DType::Float32  ? 1e-6
-                 : dt == DType::Float64  ? 1e-12
-                                         : 0;
+    double tol = dt == DType::BFloat16  ? 0x1p-7
+                 : dt == DType::Float16 ? 0x1p-10
+                 : dt == DType::Float32 ? 1e-6
+                 : dt == DType::Float64 ? 1e-12
+                                        : 0;
     EXPECT_TRUE(allclose(linear(x, w, b).to(DType::Float64), (matmul(x, w.t()) + b).to(DType::Float64), tol, tol))
         << dtype_name(dt);
     EXPECT_TRUE(equal(linear(x, w), matmul(x, w.t()))) << dtype_name(dt);
@@ -263,7 +263,7 @@ TEST(LinearGrad, NodeNameAndBackwardByHand) {
   EXPECT_EQ(y.grad_fn()->name(), "LinearBackward");
   EXPECT_EQ(to_vector<float>(y), (std::vector<float>{1.5f, 0.5f}));
   y.backward(from_vector<float>({1, 2}));
-  EXPECT_EQ(to_vector<float>(x.grad()), (std::vector<float>{7, -2}));     // g W
+  EXPECT_EQ(to_vector<float>(x.grad()), (std::vector<float>{7, -2}));       // g W
   EXPECT_EQ(to_vector<float>(w.grad()), (std::vector<float>{1, 2, 2, 4}));  // g^T x
   EXPECT_EQ(to_vector<float>(b.grad()), (std::vector<float>{1, 2}));
 }
@@ -335,8 +335,8 @@ TEST(LinearGrad, EmptyBatch) {
 // element fails.
 TEST(GemmBiasGrad, CpuKernelGivesTheProductAndTheRowSumsOfOpA) {
   const int64_t m = 7, n = 5, k = 9;
-  const std::pair<DType, DType> pairs[] = {{DType::Float32, DType::Float32}, {DType::Float64, DType::Float64},
-                                           {DType::Float16, DType::Float16}, {DType::Float16, DType::Float32},
+  const std::pair<DType, DType> pairs[] = {{DType::Float32, DType::Float32},   {DType::Float64, DType::Float64},
+                                           {DType::Float16, DType::Float16},   {DType::Float16, DType::Float32},
                                            {DType::BFloat16, DType::BFloat16}, {DType::BFloat16, DType::Float32}};
   for (const auto& [dt, c_dt] : pairs) {
     for (int flags = 0; flags < 4; ++flags) {

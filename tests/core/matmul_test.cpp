@@ -11,8 +11,8 @@
 
 #include "core/ops/gemm_kernels.h"
 #include "ember.h"
-#include "support/gradcheck.h"
 #include "support/error_message.h"
+#include "support/gradcheck.h"
 
 namespace ember {
 namespace {
@@ -89,8 +89,8 @@ Reference reference_matmul(const Tensor& a, const Tensor& b) {
   for (size_t i = 0; i < got.size(); ++i) {
     double tol = rtol * std::fabs(r.values[i]) + atol * (r.abs_sum[i] + 1e-300);
     if (!(std::fabs(got[i] - r.values[i]) <= tol)) {
-      return ::testing::AssertionFailure() << "element " << i << " of " << shape_str(out.shape()) << ": got "
-                                           << got[i] << ", expected " << r.values[i];
+      return ::testing::AssertionFailure() << "element " << i << " of " << shape_str(out.shape()) << ": got " << got[i]
+                                           << ", expected " << r.values[i];
     }
   }
   return ::testing::AssertionSuccess();
@@ -159,12 +159,12 @@ TEST(Matmul, BroadcastsBatchDims) {
 
 TEST(Matmul, StridedOperandsMatchTheNaiveLoop) {
   const int64_t m = 7, k = 33, n = 5;
-  Tensor at = random({k, m}, DType::Float32, 1).t();                          // unit-stride rows
+  Tensor at = random({k, m}, DType::Float32, 1).t();  // unit-stride rows
   Tensor bt = random({n, k}, DType::Float32, 2).t();
-  Tensor a_cols = random({m, k + 5}, DType::Float32, 3).narrow(1, 2, k);     // ld > k
+  Tensor a_cols = random({m, k + 5}, DType::Float32, 3).narrow(1, 2, k);  // ld > k
   Tensor a_rows = random({m + 3, k}, DType::Float32, 4).narrow(0, 1, m);
   Tensor a_step = random({m, 2 * k}, DType::Float32, 5).slice(1, 0, 2 * k, 2);  // no unit stride at all
-  Tensor a_bcast = random({1, k}, DType::Float32, 6).expand({m, k});          // row stride 0
+  Tensor a_bcast = random({1, k}, DType::Float32, 6).expand({m, k});            // row stride 0
   Tensor b = random({k, n}, DType::Float32, 7);
   for (const Tensor& a : {at, a_cols, a_rows, a_step, a_bcast}) {
     EXPECT_TRUE(matches_reference(matmul(a, b), a, b, 1e-5, 1e-5)) << shape_str(a.strides());
@@ -360,9 +360,9 @@ TEST(Gemm, AlphaBetaTransposeAndBroadcastBatch) {
   const int64_t m = 3, n = 4, k = 5, batch = 2;
   for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::Int32, DType::Int64}) {
     bool integral = is_integral(dt);
-    Tensor a = random({m, k + 1}, dt, 1);          // op(A) = A, lda = k + 1, shared by both batches
-    Tensor b = random({batch, n, k}, dt, 2);       // op(B) = B^T, ldb = k
-    Tensor c = random({batch, m, n + 2}, dt, 3);   // ldc = n + 2
+    Tensor a = random({m, k + 1}, dt, 1);         // op(A) = A, lda = k + 1, shared by both batches
+    Tensor b = random({batch, n, k}, dt, 2);      // op(B) = B^T, ldb = k
+    Tensor c = random({batch, m, n + 2}, dt, 3);  // ldc = n + 2
     std::vector<double> va = to_vector<double>(a), vb = to_vector<double>(b), vc = to_vector<double>(c);
     GemmArgs g;
     g.dtype = dt;
@@ -448,7 +448,9 @@ TEST(MatmulGrad, StridedAndBroadcastOperands) {
   EXPECT_TRUE(testing::gradcheck(mm, {testing::random_leaf({3, 2, 4}, 10), testing::random_leaf({5, 4}, 11).t()}));
   // An operand expanded inside the function: stride-0 rows and batches.
   EXPECT_TRUE(testing::gradcheck(
-      [](const TensorList& in) { return matmul(in[0].expand({3, 2, 4}), in[1].expand({3, 4, 3})); },
+      [](const TensorList& in) {
+        return matmul(in[0].expand({3, 2, 4}), in[1].expand({3, 4, 3}));
+      },
       {testing::random_leaf({1, 4}, 12), testing::random_leaf({4, 3}, 13)}));
   // One side constant.
   Tensor constant = testing::random_leaf({4, 2}, 14).detach();
@@ -467,7 +469,6 @@ TEST(MatmulGrad, EmptyContraction) {
 }
 
 // ---------------- errors ----------------
-
 
 TEST(MatmulErrors, NameShapesDimsDtypesAndDevices) {
   std::string e = error_of([] { matmul(random({2, 3}), random({4, 5})); });

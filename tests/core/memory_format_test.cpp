@@ -90,12 +90,18 @@ TEST(MemoryFormat, OneChannelTiesAreBrokenByTheExactStrides) {
 }
 
 TEST(MemoryFormat, ErrorsNameTheShapeAndFormat) {
-  EXPECT_TRUE(throws_with([] { empty({2, 3, 4}, DType::Float32, kCPU, kCL); },
-                          {"empty", "channels_last", "4-D", "[2, 3, 4]"}));
+  EXPECT_TRUE(throws_with(
+      [] {
+        empty({2, 3, 4}, DType::Float32, kCPU, kCL);
+      },
+      {"empty", "channels_last", "4-D", "[2, 3, 4]"}));
   EXPECT_TRUE(throws_with([] { randn({2, 3}).contiguous(kCL); }, {"contiguous", "channels_last", "[2, 3]"}));
   EXPECT_TRUE(throws_with([] { randn({2, 3}).is_contiguous(MemoryFormat::Preserve); }, {"preserve"}));
-  EXPECT_TRUE(throws_with([] { empty_strided({2, 3}, {1, 1}, DType::Float32, kCPU); },
-                          {"empty_strided", "[1, 1]", "[2, 3]", "dense"}));
+  EXPECT_TRUE(throws_with(
+      [] {
+        empty_strided({2, 3}, {1, 1}, DType::Float32, kCPU);
+      },
+      {"empty_strided", "[1, 1]", "[2, 3]", "dense"}));
 }
 
 TEST(MemoryFormat, CopiesAndLikeFactoriesKeepTheLayout) {
@@ -139,8 +145,8 @@ TEST(MemoryFormat, ElementwiseOpsKeepChannelsLastAndWalkItFlat) {
   EXPECT_TRUE((bias.expand(x.shape()) + x).is_contiguous(kCL));
   // A slice of a channels-last tensor (some channels, or a crop) is not one
   // dense block, and still gives a channels-last output.
-  for (const auto& [slice, twin] : {std::pair{x.narrow(1, 1, 2), c.narrow(1, 1, 2)},
-                                    std::pair{x.narrow(3, 1, 3), c.narrow(3, 1, 3)}}) {
+  for (const auto& [slice, twin] :
+       {std::pair{x.narrow(1, 1, 2), c.narrow(1, 1, 2)}, std::pair{x.narrow(3, 1, 3), c.narrow(3, 1, 3)}}) {
     ASSERT_FALSE(slice.is_non_overlapping_and_dense());
     EXPECT_TRUE(relu(slice).is_contiguous(kCL));
     EXPECT_TRUE((slice * 2.0).is_contiguous(kCL));
@@ -247,12 +253,24 @@ TEST(MemoryFormat, BatchNormGradientsInChannelsLastByFiniteDifferences) {
 TEST(MemoryFormat, PoolingInChannelsLastMatchesNchw) {
   Tensor x = leaf({2, 3, 9, 8}, 1);
   const std::vector<std::function<Tensor(const Tensor&)>> pools = {
-      [](const Tensor& t) { return max_pool2d(t, {2, 2}); },
-      [](const Tensor& t) { return max_pool2d(t, {3, 3}, {2, 2}, {1, 1}, {1, 1}, true); },
-      [](const Tensor& t) { return max_pool2d(t, {3, 2}, {1, 2}, {1, 0}, {2, 1}, false); },
-      [](const Tensor& t) { return avg_pool2d(t, {3, 3}, {2, 2}, {1, 1}, true, false); },
-      [](const Tensor& t) { return avg_pool2d(t, {2, 2}); },
-      [](const Tensor& t) { return adaptive_avg_pool2d(t, {4, 3}); },
+      [](const Tensor& t) {
+        return max_pool2d(t, {2, 2});
+      },
+      [](const Tensor& t) {
+        return max_pool2d(t, {3, 3}, {2, 2}, {1, 1}, {1, 1}, true);
+      },
+      [](const Tensor& t) {
+        return max_pool2d(t, {3, 2}, {1, 2}, {1, 0}, {2, 1}, false);
+      },
+      [](const Tensor& t) {
+        return avg_pool2d(t, {3, 3}, {2, 2}, {1, 1}, true, false);
+      },
+      [](const Tensor& t) {
+        return avg_pool2d(t, {2, 2});
+      },
+      [](const Tensor& t) {
+        return adaptive_avg_pool2d(t, {4, 3});
+      },
   };
   for (size_t k = 0; k < pools.size(); ++k) {
     auto run = [&](bool cl) {
@@ -265,8 +283,8 @@ TEST(MemoryFormat, PoolingInChannelsLastMatchesNchw) {
     TensorList ref = run(false), got = run(true);
     EXPECT_EQ(max_diff(got[0], ref[0]), 0.0) << "pool " << k;
     EXPECT_EQ(max_diff(got[1], ref[1]), 0.0) << "pool " << k;
-    EXPECT_TRUE(testing::gradcheck([&](const TensorList& in) { return pools[k](in[0].to(kCL)); },
-                                   {leaf({1, 2, 7, 6}, 3 + k)}))
+    EXPECT_TRUE(
+        testing::gradcheck([&](const TensorList& in) { return pools[k](in[0].to(kCL)); }, {leaf({1, 2, 7, 6}, 3 + k)}))
         << "pool " << k;
   }
 }

@@ -233,8 +233,8 @@ TEST(Pool2d, LowerPrecisionAgreesWithDouble) {
                          max_pool2d(xd, {3, 3}, {2, 2}, {1, 1}), 0, 0));
     EXPECT_TRUE(allclose(avg_pool2d(x.to(dt), {3, 2}, {2, 1}, {1, 1}, true).to(DType::Float64),
                          avg_pool2d(xd, {3, 2}, {2, 1}, {1, 1}, true), tol, tol));
-    EXPECT_TRUE(allclose(adaptive_avg_pool2d(x.to(dt), {4, 3}).to(DType::Float64), adaptive_avg_pool2d(xd, {4, 3}),
-                         tol, tol));
+    EXPECT_TRUE(
+        allclose(adaptive_avg_pool2d(x.to(dt), {4, 3}).to(DType::Float64), adaptive_avg_pool2d(xd, {4, 3}), tol, tol));
   }
 }
 
@@ -268,9 +268,16 @@ TEST(Pool2d, GradcheckAllOps) {
   // A broadcast input: one column expanded across the width.
   Tensor col = testing::random_leaf({1, 2, 7, 1}, 7);
   auto wide = [](const Tensor& t) { return t.expand({1, 2, 7, 6}); };
-  EXPECT_TRUE(testing::gradcheck([&](const TensorList& t) { return max_pool2d(wide(t[0]), {2, 3}, {2, 2}, {1, 1}); }, {col}));
   EXPECT_TRUE(testing::gradcheck(
-      [&](const TensorList& t) { return avg_pool2d(wide(t[0]), {3, 2}, {2, 1}, {1, 1}, true, false); }, {col}));
+      [&](const TensorList& t) {
+        return max_pool2d(wide(t[0]), {2, 3}, {2, 2}, {1, 1});
+      },
+      {col}));
+  EXPECT_TRUE(testing::gradcheck(
+      [&](const TensorList& t) {
+        return avg_pool2d(wide(t[0]), {3, 2}, {2, 1}, {1, 1}, true, false);
+      },
+      {col}));
   EXPECT_TRUE(testing::gradcheck([&](const TensorList& t) { return adaptive_avg_pool2d(wide(t[0]), {3, 4}); }, {col}));
 }
 
@@ -282,10 +289,18 @@ TEST(Pool2d, GradcheckAllOps) {
 TEST(Pool2d, InputTakesItsGradientInAnyLayout) {
   const MemoryFormat cl = MemoryFormat::ChannelsLast;
   const std::vector<std::function<Tensor(const Tensor&)>> pools = {
-      [](const Tensor& t) { return max_pool2d(t, {2, 2}); },
-      [](const Tensor& t) { return max_pool2d(t, {3, 3}, {2, 2}, {1, 1}, {1, 1}, true); },
-      [](const Tensor& t) { return avg_pool2d(t, {3, 2}, {2, 1}, {1, 1}, true, false); },
-      [](const Tensor& t) { return adaptive_avg_pool2d(t, {4, 3}); },
+      [](const Tensor& t) {
+        return max_pool2d(t, {2, 2});
+      },
+      [](const Tensor& t) {
+        return max_pool2d(t, {3, 3}, {2, 2}, {1, 1}, {1, 1}, true);
+      },
+      [](const Tensor& t) {
+        return avg_pool2d(t, {3, 2}, {2, 1}, {1, 1}, true, false);
+      },
+      [](const Tensor& t) {
+        return adaptive_avg_pool2d(t, {4, 3});
+      },
   };
   Tensor x = testing::random_leaf({2, 5, 9, 8}, 21).detach();
   for (size_t k = 0; k < pools.size(); ++k) {
@@ -318,9 +333,15 @@ TEST(Pool2d, SecondOrderGradients) {
   Tensor x = testing::random_leaf({1, 2, 6, 5}, 6);
   Generator g(8);
   std::vector<std::function<Tensor(const Tensor&)>> ops = {
-      [](const Tensor& t) { return max_pool2d(t, {3, 2}, {2, 1}, {1, 1}, {1, 1}, true); },
-      [](const Tensor& t) { return avg_pool2d(t, {3, 3}, {2, 2}, {1, 1}, true, false); },
-      [](const Tensor& t) { return adaptive_avg_pool2d(t, {4, 3}); },
+      [](const Tensor& t) {
+        return max_pool2d(t, {3, 2}, {2, 1}, {1, 1}, {1, 1}, true);
+      },
+      [](const Tensor& t) {
+        return avg_pool2d(t, {3, 3}, {2, 2}, {1, 1}, true, false);
+      },
+      [](const Tensor& t) {
+        return adaptive_avg_pool2d(t, {4, 3});
+      },
   };
   for (size_t k = 0; k < ops.size(); ++k) {
     // d/dx of |d(sum(f(x)^2 * v))/dx|^2: the pool's backward differentiated again.
@@ -342,18 +363,33 @@ TEST(Pool2d, ErrorsNameOpShapesAndParameters) {
   Tensor x = zeros({2, 3, 5, 5});
   EXPECT_TRUE(throws_with([&] { max_pool2d(zeros({3, 5, 5}), {2, 2}); }, {"max_pool2d", "4-D input", "[3, 5, 5]"}));
   EXPECT_TRUE(throws_with([&] { avg_pool2d(zeros({5, 5}), {2, 2}); }, {"avg_pool2d", "4-D input", "[5, 5]"}));
-  EXPECT_TRUE(throws_with([&] { adaptive_avg_pool2d(zeros({3, 5}), {2, 2}); },
-                          {"adaptive_avg_pool2d", "4-D input", "[3, 5]"}));
-  EXPECT_TRUE(throws_with([&] { max_pool2d(x, {6, 2}); },
-                          {"max_pool2d", "[2, 3, 5, 5]", "kernel_size (6, 2)", "output of size 0 x 2", "too small"}));
-  EXPECT_TRUE(throws_with([&] { avg_pool2d(x, {2, 2}, {1, 1}, {2, 0}); },
-                          {"avg_pool2d", "padding (2, 0)", "kernel_size (2, 2)", "half the kernel size"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        adaptive_avg_pool2d(zeros({3, 5}), {2, 2});
+      },
+      {"adaptive_avg_pool2d", "4-D input", "[3, 5]"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        max_pool2d(x, {6, 2});
+      },
+      {"max_pool2d", "[2, 3, 5, 5]", "kernel_size (6, 2)", "output of size 0 x 2", "too small"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        avg_pool2d(x, {2, 2}, {1, 1}, {2, 0});
+      },
+      {"avg_pool2d", "padding (2, 0)", "kernel_size (2, 2)", "half the kernel size"}));
   EXPECT_TRUE(throws_with([&] { max_pool2d(x, {3, 3}, {0, 1}); }, {"max_pool2d", "stride (0, 1)", "positive"}));
   EXPECT_TRUE(throws_with([&] { max_pool2d(x, {2, 2}, {0, 0}, {0, 0}, {0, 1}); }, {"max_pool2d", "dilation (0, 1)"}));
-  EXPECT_TRUE(throws_with([&] { max_pool2d(x, {2, 2}, {1, 1}, {0, 0}, {5, 1}); },
-                          {"max_pool2d", "dilation (5, 1)", "output of size 0 x 4"}));
-  EXPECT_TRUE(throws_with([&] { adaptive_avg_pool2d(x, {0, 2}); },
-                          {"adaptive_avg_pool2d", "output_size must be positive", "(0, 2)", "[2, 3, 5, 5]"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        max_pool2d(x, {2, 2}, {1, 1}, {0, 0}, {5, 1});
+      },
+      {"max_pool2d", "dilation (5, 1)", "output of size 0 x 4"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        adaptive_avg_pool2d(x, {0, 2});
+      },
+      {"adaptive_avg_pool2d", "output_size must be positive", "(0, 2)", "[2, 3, 5, 5]"}));
   EXPECT_TRUE(throws_with([&] { avg_pool2d(x.to(DType::Int32), {2, 2}); }, {"avg_pool2d", "floating", "int32"}));
 }
 

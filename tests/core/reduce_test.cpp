@@ -11,8 +11,8 @@
 #include <string>
 
 #include "ember.h"
-#include "support/gradcheck.h"
 #include "support/error_message.h"
+#include "support/gradcheck.h"
 
 namespace ember {
 namespace {
@@ -185,17 +185,19 @@ void check_all_dims(const std::string& op, const ReduceFn& fn, const Naive& naiv
 TEST(Reduce, SumAndMeanMatchNaiveOverEveryDimSetAndLayout) {
   for (DType dt : {DType::Float64, DType::Float32}) {
     double tol = dt == DType::Float64 ? 1e-12 : 1e-5;
-    check_all_dims("sum", [](const Tensor& x, const Shape& d, bool k) { return sum(x, d, k); }, naive_sum, dt, tol,
-                   tol);
-    check_all_dims("mean", [](const Tensor& x, const Shape& d, bool k) { return x.mean(d, k); }, naive_mean, dt, tol,
-                   tol);
+    check_all_dims(
+        "sum", [](const Tensor& x, const Shape& d, bool k) { return sum(x, d, k); }, naive_sum, dt, tol, tol);
+    check_all_dims(
+        "mean", [](const Tensor& x, const Shape& d, bool k) { return x.mean(d, k); }, naive_mean, dt, tol, tol);
   }
 }
 
 TEST(Reduce, AmaxAndAminMatchNaiveOverEveryDimSetAndLayout) {
   for (DType dt : {DType::Float64, DType::Float32}) {
-    check_all_dims("amax", [](const Tensor& x, const Shape& d, bool k) { return amax(x, d, k); }, naive_max, dt, 0, 0);
-    check_all_dims("amin", [](const Tensor& x, const Shape& d, bool k) { return amin(x, d, k); }, naive_min, dt, 0, 0);
+    check_all_dims(
+        "amax", [](const Tensor& x, const Shape& d, bool k) { return amax(x, d, k); }, naive_max, dt, 0, 0);
+    check_all_dims(
+        "amin", [](const Tensor& x, const Shape& d, bool k) { return amin(x, d, k); }, naive_min, dt, 0, 0);
   }
 }
 
@@ -204,11 +206,13 @@ TEST(Reduce, VarAndStdMatchNaiveForEachCorrection) {
     double tol = dt == DType::Float64 ? 1e-12 : 1e-5;
     for (int64_t c : dt == DType::Float64 ? Shape{0, 1, 2} : Shape{1}) {
       std::string tag = " correction=" + std::to_string(c);
-      check_all_dims("var" + tag, [c](const Tensor& x, const Shape& d, bool k) { return x.var(d, c, k); },
-                     naive_var(c), dt, tol, tol);
+      check_all_dims(
+          "var" + tag, [c](const Tensor& x, const Shape& d, bool k) { return x.var(d, c, k); }, naive_var(c), dt, tol,
+          tol);
       Naive var = naive_var(c);
-      check_all_dims("std" + tag, [c](const Tensor& x, const Shape& d, bool k) { return ember::std(x, d, c, k); },
-                     [var](const std::vector<double>& v) { return std::sqrt(var(v)); }, dt, tol, tol);
+      check_all_dims(
+          "std" + tag, [c](const Tensor& x, const Shape& d, bool k) { return ember::std(x, d, c, k); },
+          [var](const std::vector<double>& v) { return std::sqrt(var(v)); }, dt, tol, tol);
     }
   }
 }
@@ -216,8 +220,9 @@ TEST(Reduce, VarAndStdMatchNaiveForEachCorrection) {
 TEST(Reduce, LogsumexpMatchesNaive) {
   for (DType dt : {DType::Float64, DType::Float32}) {
     double tol = dt == DType::Float64 ? 1e-12 : 1e-5;
-    check_all_dims("logsumexp", [](const Tensor& x, const Shape& d, bool k) { return x.logsumexp(d, k); },
-                   naive_logsumexp, dt, tol, tol);
+    check_all_dims(
+        "logsumexp", [](const Tensor& x, const Shape& d, bool k) { return x.logsumexp(d, k); }, naive_logsumexp, dt,
+        tol, tol);
   }
 }
 
@@ -327,16 +332,18 @@ TEST(Reduce, HalfTypesMatchFloat64WithinTheirPrecision) {
   for (DType dt : {DType::Float16, DType::BFloat16}) {
     double rtol = dt == DType::Float16 ? 2e-3 : 1.6e-2;
     std::string t = dtype_name(dt);
-    check_all_dims("sum " + t, [](const Tensor& x, const Shape& d, bool k) { return sum(x, d, k); }, naive_sum, dt,
-                   rtol, rtol);
-    check_all_dims("mean " + t, [](const Tensor& x, const Shape& d, bool k) { return mean(x, d, k); }, naive_mean, dt,
-                   rtol, rtol);
-    check_all_dims("amax " + t, [](const Tensor& x, const Shape& d, bool k) { return amax(x, d, k); }, naive_max, dt,
-                   0, 0);
-    check_all_dims("var " + t, [](const Tensor& x, const Shape& d, bool k) { return var(x, d, 1, k); }, naive_var(1),
-                   dt, 2 * rtol, rtol);
-    check_all_dims("logsumexp " + t, [](const Tensor& x, const Shape& d, bool k) { return logsumexp(x, d, k); },
-                   naive_logsumexp, dt, rtol, rtol);
+    check_all_dims(
+        "sum " + t, [](const Tensor& x, const Shape& d, bool k) { return sum(x, d, k); }, naive_sum, dt, rtol, rtol);
+    check_all_dims(
+        "mean " + t, [](const Tensor& x, const Shape& d, bool k) { return mean(x, d, k); }, naive_mean, dt, rtol, rtol);
+    check_all_dims(
+        "amax " + t, [](const Tensor& x, const Shape& d, bool k) { return amax(x, d, k); }, naive_max, dt, 0, 0);
+    check_all_dims(
+        "var " + t, [](const Tensor& x, const Shape& d, bool k) { return var(x, d, 1, k); }, naive_var(1), dt, 2 * rtol,
+        rtol);
+    check_all_dims(
+        "logsumexp " + t, [](const Tensor& x, const Shape& d, bool k) { return logsumexp(x, d, k); }, naive_logsumexp,
+        dt, rtol, rtol);
   }
 }
 
@@ -390,13 +397,14 @@ TEST(Reduce, VarWithCorrectionAtLeastTheCountIsInfOrNaN) {
 
 // ---------------- errors ----------------
 
-
 TEST(Reduce, BadDimNamesTheShape) {
   Tensor x = zeros({3, 5, 7});
   for (const std::string& msg : {
            error_of([&] { sum(x, {3}); }),
            error_of([&] { mean(x, {-4}); }),
-           error_of([&] { amax(x, {0, 3}); }),
+           error_of([&] {
+             amax(x, {0, 3});
+           }),
            error_of([&] { max(x, 3); }),
            error_of([&] { argmin(x, -4); }),
            error_of([&] { var(x, {5}); }),

@@ -11,8 +11,8 @@
 #include <string>
 
 #include "ember.h"
-#include "support/gradcheck.h"
 #include "support/error_message.h"
+#include "support/gradcheck.h"
 
 namespace ember {
 namespace {
@@ -65,7 +65,6 @@ std::vector<std::pair<std::string, Tensor>> layouts(DType dtype) {
   };
 }
 
-
 // ---------------- values ----------------
 
 TEST(Softmax, MatchesNaiveOverEveryDimAndLayout) {
@@ -88,9 +87,9 @@ TEST(Softmax, MatchesNaiveOverEveryDimAndLayout) {
 TEST(Softmax, HandValues) {
   Tensor x = from_vector<double>({0, std::log(3.0), 1, 1}, {2, 2});
   expect_close(x.softmax(1), {0.25, 0.75, 0.5, 0.5}, 1e-15, 0, "softmax rows");
-  expect_close(log_softmax(x, 0), {std::log(1 / (1 + std::exp(1.0))), std::log(3 / (3 + std::exp(1.0))),
-                                   std::log(std::exp(1.0) / (1 + std::exp(1.0))),
-                                   std::log(std::exp(1.0) / (3 + std::exp(1.0)))},
+  expect_close(log_softmax(x, 0),
+               {std::log(1 / (1 + std::exp(1.0))), std::log(3 / (3 + std::exp(1.0))),
+                std::log(std::exp(1.0) / (1 + std::exp(1.0))), std::log(std::exp(1.0) / (3 + std::exp(1.0)))},
                1e-14, 0, "log_softmax columns");
 }
 
@@ -99,8 +98,8 @@ TEST(Softmax, LargeInputsDoNotOverflow) {
   Tensor x = from_vector<float>({1000, 1001, 1002, -1000, -1001, -1002}, {2, 3});
   double e1 = std::exp(-1.0), e2 = std::exp(-2.0), z = 1 + e1 + e2;
   expect_close(softmax(x, 1), {e2 / z, e1 / z, 1 / z, 1 / z, e1 / z, e2 / z}, 1e-6, 0, "softmax");
-  expect_close(log_softmax(x, 1), {-2 - std::log(z), -1 - std::log(z), -std::log(z), -std::log(z),
-                                   -1 - std::log(z), -2 - std::log(z)},
+  expect_close(log_softmax(x, 1),
+               {-2 - std::log(z), -1 - std::log(z), -std::log(z), -std::log(z), -1 - std::log(z), -2 - std::log(z)},
                1e-6, 0, "log_softmax");
   Tensor h = from_vector<float>({60000, 60000}, {2}).to(DType::Float16);
   expect_close(softmax(h, 0), {0.5, 0.5}, 0, 0, "half at its range limit");

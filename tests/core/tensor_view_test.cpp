@@ -84,10 +84,14 @@ TEST(TensorView, TransposePermuteShareStorage) {
 
 TEST(TensorView, NarrowSliceSelectShareStorage) {
   Tensor base = counting({2, 3, 4});
-  expect_view_of(base, base.narrow(1, 1, 2), {2, 2, 4}, [](const Shape& i) { return i[0] * 12 + (i[1] + 1) * 4 + i[2]; });
-  expect_view_of(base, base.narrow(-1, -3, 2), {2, 3, 2}, [](const Shape& i) { return i[0] * 12 + i[1] * 4 + i[2] + 1; });
-  expect_view_of(base, base.slice(2, 1, 4, 2), {2, 3, 2}, [](const Shape& i) { return i[0] * 12 + i[1] * 4 + 1 + 2 * i[2]; });
-  expect_view_of(base, base.slice(2, 0, 4, 3), {2, 3, 2}, [](const Shape& i) { return i[0] * 12 + i[1] * 4 + 3 * i[2]; });
+  expect_view_of(base, base.narrow(1, 1, 2), {2, 2, 4},
+                 [](const Shape& i) { return i[0] * 12 + (i[1] + 1) * 4 + i[2]; });
+  expect_view_of(base, base.narrow(-1, -3, 2), {2, 3, 2},
+                 [](const Shape& i) { return i[0] * 12 + i[1] * 4 + i[2] + 1; });
+  expect_view_of(base, base.slice(2, 1, 4, 2), {2, 3, 2},
+                 [](const Shape& i) { return i[0] * 12 + i[1] * 4 + 1 + 2 * i[2]; });
+  expect_view_of(base, base.slice(2, 0, 4, 3), {2, 3, 2},
+                 [](const Shape& i) { return i[0] * 12 + i[1] * 4 + 3 * i[2]; });
   expect_view_of(base, base.slice(0, -1, 100), {1, 3, 4}, [](const Shape& i) { return 12 + i[1] * 4 + i[2]; });
   expect_view_of(base, base.select(1, -1), {2, 4}, [](const Shape& i) { return i[0] * 12 + 8 + i[1]; });
   expect_view_of(base, base[1], {3, 4}, [](const Shape& i) { return 12 + i[0] * 4 + i[1]; });

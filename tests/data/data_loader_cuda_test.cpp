@@ -38,8 +38,8 @@ TEST(DataLoaderCuda, BatchesArriveOnTheGpuWithTheCpuValues) {
   auto ds = random_rows();
   for (int workers : {0, 2}) {
     DataLoader cpu(ds, {.batch_size = 10, .shuffle = true, .seed = 4, .num_workers = workers});
-    DataLoader gpu(ds, {.batch_size = 10, .shuffle = true, .seed = 4, .num_workers = workers,
-                        .device = cuda_device(0)});
+    DataLoader gpu(ds,
+                   {.batch_size = 10, .shuffle = true, .seed = 4, .num_workers = workers, .device = cuda_device(0)});
     for (int epoch = 0; epoch < 2; ++epoch) {
       std::vector<Batch> expected;
       for (Batch& b : cpu) expected.push_back(b);

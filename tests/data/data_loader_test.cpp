@@ -168,8 +168,8 @@ TEST(DataLoader, UnseededShuffleFollowsManualSeed) {
 TEST(DataLoader, WorkersGiveTheSameBatchesInTheSameOrderAsNoWorkers) {
   for (int workers : {1, 2, 3}) {
     DataLoader sync(numbered(37), {.batch_size = 5, .shuffle = true, .seed = 3, .num_workers = 0});
-    DataLoader async(numbered(37), {.batch_size = 5, .shuffle = true, .seed = 3, .num_workers = workers,
-                                    .prefetch_factor = 1});
+    DataLoader async(numbered(37),
+                     {.batch_size = 5, .shuffle = true, .seed = 3, .num_workers = workers, .prefetch_factor = 1});
     for (int epoch = 0; epoch < 2; ++epoch) {
       std::vector<Batch> s, w;
       for (Batch& b : sync) s.push_back(b);
@@ -221,9 +221,9 @@ TEST(DataLoader, WorkerExceptionIsRethrownWithTheBatch) {
     auto consume = [&] {
       for (Batch& b : loader) seen.push_back(b.target.select(0, 0).item<int64_t>());
     };
-    EXPECT_TRUE(throws_with(consume, {"DataLoader: batch 3 of epoch 0", "dataset indices [12, 13, 14, 15]",
-                                      workers == 0 ? "the consumer's thread" : "failed in worker",
-                                      "cannot decode example 13"}))
+    EXPECT_TRUE(
+        throws_with(consume, {"DataLoader: batch 3 of epoch 0", "dataset indices [12, 13, 14, 15]",
+                              workers == 0 ? "the consumer's thread" : "failed in worker", "cannot decode example 13"}))
         << "num_workers " << workers;
     EXPECT_EQ(seen, (std::vector<int64_t>{0, 4, 8}));  // the batches before it arrived
     // The next epoch starts afresh (and fails at the same batch).
@@ -284,9 +284,7 @@ TEST(DataLoader, CustomSampler) {
   class Evens : public Sampler {
    public:
     int64_t size() const override { return 3; }
-    std::vector<int64_t> indices(uint64_t epoch) const override {
-      return {int64_t(epoch % 2) * 4, 2, 0};
-    }
+    std::vector<int64_t> indices(uint64_t epoch) const override { return {int64_t(epoch % 2) * 4, 2, 0}; }
   };
   DataLoader loader(numbered(10), {.batch_size = 2, .sampler = std::make_shared<Evens>()});
   auto e0 = epoch_targets(loader), e1 = epoch_targets(loader);

@@ -92,15 +92,21 @@ TEST(TensorDataset, DetachesItsTensors) {
 }
 
 TEST(TensorDataset, Errors) {
-  EXPECT_TRUE(throws_with([] { TensorDataset(zeros({4, 2}), zeros({3})); },
-                          {"TensorDataset", "[4, 2]", "[3]", "differ in dim 0"}));
+  EXPECT_TRUE(throws_with(
+      [] {
+        TensorDataset(zeros({4, 2}), zeros({3}));
+      },
+      {"TensorDataset", "[4, 2]", "[3]", "differ in dim 0"}));
   EXPECT_TRUE(throws_with([] { TensorDataset(zeros({}), zeros({3})); }, {"inputs", "[]", "dim 0 of examples"}));
   EXPECT_TRUE(throws_with([] { TensorDataset(Tensor(), zeros({3})); }, {"inputs", "undefined"}));
   TensorDataset ds = numbered(3);
   EXPECT_TRUE(throws_with([&] { ds.get(3); }, {"TensorDataset::get", "index 3", "3 examples"}));
   EXPECT_TRUE(throws_with([&] { ds.get(-1); }, {"index -1"}));
-  EXPECT_TRUE(throws_with([&] { ds.get_batch({0, 7}, HostAllocator()); },
-                          {"gather_rows", "index 7", "position 1", "3 rows", "[3, 2, 3]"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        ds.get_batch({0, 7}, HostAllocator());
+      },
+      {"gather_rows", "index 7", "position 1", "3 rows", "[3, 2, 3]"}));
 }
 
 TEST(Subset, MapsIndicesAndKeepsTheFastPath) {
@@ -138,9 +144,12 @@ TEST(StackExamples, StacksGetOfEachIndex) {
 
 TEST(StackExamples, Errors) {
   Examples mixed({{zeros({2}), zeros({})}, {zeros({3}), zeros({})}});
-  EXPECT_TRUE(throws_with([&] { mixed.get_batch({0, 1}, HostAllocator()); },
-                          {"stack_examples", "example 1", "position 1", "[3] float32", "example 0", "[2] float32",
-                           "same shape and dtype"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        mixed.get_batch({0, 1}, HostAllocator());
+      },
+      {"stack_examples", "example 1", "position 1", "[3] float32", "example 0", "[2] float32",
+       "same shape and dtype"}));
   Examples dtypes({{zeros({2}), zeros({})}, {zeros({2}), zeros({}, DType::Int64)}});
   EXPECT_TRUE(throws_with([&] { dtypes.get_batch({0, 1}, HostAllocator()); }, {"target", "[] int64", "[] float32"}));
   Examples undefined({{zeros({2}), Tensor()}});

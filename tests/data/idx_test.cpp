@@ -69,7 +69,8 @@ class IdxFiles : public ::testing::Test {
 
   std::string write(const std::string& name, const Bytes& bytes) {
     const std::string path = (dir_ / name).string();
-    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+    std::ofstream(path, std::ios::binary)
+        .write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
     return path;
   }
 
@@ -130,7 +131,8 @@ TEST_F(IdxFiles, ConcatenatedGzipMembersAndEmptySizes) {
 
 TEST_F(IdxFiles, MalformedHeaders) {
   const std::string bad_magic = write("bad_magic", {1, 2, 8, 1, 0, 0, 0, 0});
-  EXPECT_TRUE(throws_with([&] { read_idx(bad_magic); }, {"read_idx", bad_magic, "bad magic 0x01020801", "not an IDX file"}));
+  EXPECT_TRUE(
+      throws_with([&] { read_idx(bad_magic); }, {"read_idx", bad_magic, "bad magic 0x01020801", "not an IDX file"}));
   const Bytes floats = idx({1}, {0, 0, 0, 0}, 0x0D);
   EXPECT_TRUE(throws_with([&] { parse_idx(floats.data(), floats.size(), "f.idx"); },
                           {"f.idx", "element type 0xd (float32) is not supported", "unsigned bytes (type 0x08)"}));

@@ -24,7 +24,8 @@ std::vector<float> shifted(const std::vector<float>& in, int64_t c, int64_t h, i
     for (int64_t y = 0; y < h; ++y) {
       for (int64_t x = 0; x < w; ++x) {
         const int64_t sy = y - dy, sx = x - dx;
-        if (sy >= 0 && sy < h && sx >= 0 && sx < w) out[size_t((k * h + y) * w + x)] = in[size_t((k * h + sy) * w + sx)];
+        if (sy >= 0 && sy < h && sx >= 0 && sx < w)
+          out[size_t((k * h + y) * w + x)] = in[size_t((k * h + sy) * w + sx)];
       }
     }
   }

@@ -73,8 +73,11 @@ TEST(AmpKernels, CpuUnscalesAndFlagsNonFiniteValues) {
 TEST(AmpKernels, CpuScaleUpdateFollowsTheRule) {
   Tensor scale = full({}, 1024.0, DType::Float32), tracker = zeros({}, DType::Int32);
   Tensor skipped = zeros({}, DType::Int64), found = zeros({}, DType::Float32), inv = zeros({}, DType::Float32);
-  amp::ScaleState s{0, static_cast<float*>(scale.data_ptr()), static_cast<float*>(inv.data_ptr()),
-                    static_cast<int32_t*>(tracker.data_ptr()), static_cast<int64_t*>(skipped.data_ptr()),
+  amp::ScaleState s{0,
+                    static_cast<float*>(scale.data_ptr()),
+                    static_cast<float*>(inv.data_ptr()),
+                    static_cast<int32_t*>(tracker.data_ptr()),
+                    static_cast<int64_t*>(skipped.data_ptr()),
                     static_cast<float*>(found.data_ptr())};
   const amp::ScaleRule rule{2.0, 0.5, 3, 256.0, 4096.0};
   struct Expect {
@@ -84,7 +87,7 @@ TEST(AmpKernels, CpuScaleUpdateFollowsTheRule) {
   };
   // Grows after 3 clean steps, backs off on an inf, stops at both bounds.
   const Expect sequence[] = {{0, 1024, 1, 0}, {0, 1024, 2, 0}, {0, 2048, 0, 0}, {1, 1024, 0, 1}, {1, 512, 0, 2},
-                             {1, 256, 0, 3},  {1, 256, 0, 4},  {0, 256, 1, 4},  {0, 256, 2, 4}, {0, 512, 0, 4},
+                             {1, 256, 0, 3},  {1, 256, 0, 4},  {0, 256, 1, 4},  {0, 256, 2, 4},  {0, 512, 0, 4},
                              {0, 512, 1, 4},  {0, 512, 2, 4},  {0, 1024, 0, 4}};
   for (const Expect& e : sequence) {
     found.fill_(e.found_inf);

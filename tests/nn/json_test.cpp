@@ -9,8 +9,8 @@
 namespace ember {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::error_of;
+using ::testing::HasSubstr;
 
 TEST(Json, ParsesNestedValuesInOrder) {
   json::Value v = json::parse(R"( {"b": [1, -2.5e3, true, null], "a": {"s": "x"}, "e": []} )");

@@ -7,8 +7,8 @@
 #include <cmath>
 
 #include "ember.h"
-#include "support/gradcheck.h"
 #include "support/error_message.h"
+#include "support/gradcheck.h"
 
 namespace ember {
 namespace {

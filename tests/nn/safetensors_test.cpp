@@ -18,16 +18,15 @@ namespace ember {
 namespace {
 
 namespace fs = std::filesystem;
-using ::testing::HasSubstr;
 using testing::error_of;
+using ::testing::HasSubstr;
 
 // A fresh directory per test, removed afterwards.
 class SafetensorsFiles : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("ember_safetensors_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() / ("ember_safetensors_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -47,9 +46,7 @@ std::string read_file(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
+void write_file(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
 
 // A file image: the 8-byte little-endian length, the header, the data.
 std::string image(const std::string& header, const std::string& data = "", uint64_t length = UINT64_MAX) {
@@ -105,9 +102,8 @@ TEST_F(SafetensorsFiles, RoundTripOfEveryDtypeAndOddShapes) {
 TEST_F(SafetensorsFiles, WritesTheExactFormat) {
   save_safetensors(path("a.safetensors"), {{"b", from_vector<int32_t>({1, -2})}, {"a", from_vector<double>({0.5})}},
                    {{"k", "v"}});
-  const std::string header =
-      R"({"__metadata__":{"k":"v"},"a":{"dtype":"F64","shape":[1],"data_offsets":[0,8]},)"
-      R"("b":{"dtype":"I32","shape":[2],"data_offsets":[8,16]}})";
+  const std::string header = R"({"__metadata__":{"k":"v"},"a":{"dtype":"F64","shape":[1],"data_offsets":[0,8]},)"
+                             R"("b":{"dtype":"I32","shape":[2],"data_offsets":[8,16]}})";
   std::string padded = header + std::string((8 - header.size() % 8) % 8, ' ');
   std::string data(16, '\0');
   const double a = 0.5;
@@ -120,8 +116,8 @@ TEST_F(SafetensorsFiles, WritesTheExactFormat) {
 TEST_F(SafetensorsFiles, ReadsAFileFromAnIndependentWriter) {
   const std::string fixture = (fs::path(EMBER_TESTS_DIR) / "nn" / "fixtures" / "tiny.safetensors").string();
   SafetensorsContents f = load_safetensors(fixture);
-  EXPECT_EQ(f.metadata, (std::map<std::string, std::string>{{"format", "pt"},
-                                                             {"note", "written by make_tiny.py \xc3\xa9"}}));
+  EXPECT_EQ(f.metadata,
+            (std::map<std::string, std::string>{{"format", "pt"}, {"note", "written by make_tiny.py \xc3\xa9"}}));
   ASSERT_EQ(f.tensors.size(), 8u);
   const Tensor& w = f.tensors.at("weight");
   EXPECT_EQ(w.shape(), (Shape{2, 3}));
@@ -147,13 +143,19 @@ TEST_F(SafetensorsFiles, AtomicWriteLeavesNoTemporaryFile) {
   EXPECT_EQ(fs::status(path("m.safetensors")).permissions() & fs::perms::all,
             fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read | fs::perms::others_read);
   // A failed save leaves neither a file nor a temporary one.
-  EXPECT_THAT(error_of([&] { save_safetensors(path("bad.safetensors"), {{"__metadata__", ones({1})}}); }),
+  EXPECT_THAT(error_of([&] {
+                save_safetensors(path("bad.safetensors"), {{"__metadata__", ones({1})}});
+              }),
               HasSubstr("\"__metadata__\" is reserved"));
-  EXPECT_THAT(error_of([&] { save_safetensors(path("bad.safetensors"), {{"bad\xff", ones({1})}}); }),
+  EXPECT_THAT(error_of([&] {
+                save_safetensors(path("bad.safetensors"), {{"bad\xff", ones({1})}});
+              }),
               HasSubstr("a tensor name is not valid UTF-8"));
   EXPECT_EQ(listing(), (std::vector<std::string>{"m.safetensors"}));
   const std::string missing = path("no/such/dir/x.safetensors");
-  EXPECT_THAT(error_of([&] { save_safetensors(missing, {{"x", ones({1})}}); }),
+  EXPECT_THAT(error_of([&] {
+                save_safetensors(missing, {{"x", ones({1})}});
+              }),
               HasSubstr("cannot write " + missing + ": creating a temporary file in " + path("no/such/dir")));
 }
 
@@ -163,7 +165,8 @@ TEST_F(SafetensorsFiles, TruncatedAndMissingFilesNameThePath) {
   const uintmax_t full = fs::file_size(p);
   fs::resize_file(p, full - 10);
   EXPECT_THAT(error_of([&] { load_safetensors(p); }),
-              HasSubstr("load_safetensors: " + p + ": tensor \"x\": data_offsets [0, 400] go beyond the 390-byte "
+              HasSubstr("load_safetensors: " + p +
+                        ": tensor \"x\": data_offsets [0, 400] go beyond the 390-byte "
                         "data section (truncated file?)"));
   fs::resize_file(p, 20);
   EXPECT_THAT(error_of([&] { load_safetensors(p); }),
@@ -199,8 +202,9 @@ TEST(SafetensorsParse, CorruptHeadersAreClearErrors) {
        "tensor \"t\": shape [3] of F32 needs 12 bytes, but data_offsets [0, 8] hold 8"},
       {image(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", "1234"),
        "tensor \"t\": data_offsets [0, 8] go beyond the 4-byte data section"},
-      {image(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
-             eight),
+      {image(
+           R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+           eight),
        "tensors \"a\" [0, 8) and \"b\" [4, 8) overlap"},
       {image(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", eight),
        "bytes [0, 4) of the data section belong to no tensor"},
@@ -217,9 +221,11 @@ TEST(SafetensorsParse, CorruptHeadersAreClearErrors) {
        "tensor \"t\": shape is too large"},
       {image(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,99999999999999999999]}})", eight),
        "data_offsets must be non-negative integers"},
-      {image(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0]}})", eight), "data_offsets must be an array [begin, end]"},
-      {image(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
-             eight),
+      {image(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0]}})", eight),
+       "data_offsets must be an array [begin, end]"},
+      {image(
+           R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
+           eight),
        "duplicate key \"t\""},
       {image(R"({"__metadata__":{"epoch":3}})"), "metadata \"epoch\" must be a string, but is a number"},
       {image(R"({"__metadata__":[]})"), "\"__metadata__\" must be an object of strings, but is a array"},

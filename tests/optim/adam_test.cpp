@@ -65,11 +65,17 @@ TEST(Adam, ThreeStepsMatchFloat64Reference) {
       Tensor w = leaf(ref_w, dtype);
       std::unique_ptr<optim::Optimizer> opt;
       if (c.adamw) {
-        opt = std::make_unique<AdamW>(TensorList{w}, AdamWOptions{.lr = 0.01, .beta1 = 0.8, .beta2 = 0.9,
-                                                                  .eps = 1e-6, .weight_decay = c.weight_decay,
+        opt = std::make_unique<AdamW>(TensorList{w}, AdamWOptions{.lr = 0.01,
+                                                                  .beta1 = 0.8,
+                                                                  .beta2 = 0.9,
+                                                                  .eps = 1e-6,
+                                                                  .weight_decay = c.weight_decay,
                                                                   .amsgrad = c.amsgrad});
       } else {
-        opt = std::make_unique<Adam>(TensorList{w}, AdamOptions{.lr = 0.01, .beta1 = 0.8, .beta2 = 0.9, .eps = 1e-6,
+        opt = std::make_unique<Adam>(TensorList{w}, AdamOptions{.lr = 0.01,
+                                                                .beta1 = 0.8,
+                                                                .beta2 = 0.9,
+                                                                .eps = 1e-6,
                                                                 .weight_decay = c.weight_decay,
                                                                 .amsgrad = c.amsgrad});
       }
@@ -138,8 +144,8 @@ TEST(AdamW, DefaultsAndDecoupledDecayWithZeroGrad) {
 }
 
 TEST(Adam, RejectsBadOptionsNamingThem) {
-  using ::testing::HasSubstr;
   using testing::error_of;
+  using ::testing::HasSubstr;
   Tensor w = leaf({1.0});
   EXPECT_THAT(error_of([&] { Adam opt({w}, AdamOptions{.beta2 = 1.0}); }),
               HasSubstr("Adam: invalid beta parameter at index 1: 1"));

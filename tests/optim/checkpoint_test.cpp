@@ -18,8 +18,8 @@ namespace ember {
 namespace {
 
 namespace fs = std::filesystem;
-using ::testing::HasSubstr;
 using testing::error_of;
+using ::testing::HasSubstr;
 
 struct TrainingRun {
   Tensor w = (arange(0, 6, 1, DType::Float32) * 0.3 - 0.7).reshape({2, 3}).set_requires_grad();

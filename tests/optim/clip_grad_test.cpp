@@ -13,9 +13,9 @@
 namespace ember {
 namespace {
 
-using ::testing::HasSubstr;
 using optim::clip_grad_norm_;
 using testing::error_of;
+using ::testing::HasSubstr;
 
 Tensor with_grad(const Tensor& grad) {
   Tensor p = zeros_like(grad).set_requires_grad();
@@ -61,7 +61,8 @@ TEST(ClipGradNorm, OtherNormTypesMatchFloat64Loops) {
   for (double p : {1.0, 2.0, 3.0, inf}) {
     SCOPED_TRACE(p);
     double expected = 0;
-    for (double v : all) expected = std::isinf(p) ? std::max(expected, std::fabs(v)) : expected + std::pow(std::fabs(v), p);
+    for (double v : all)
+      expected = std::isinf(p) ? std::max(expected, std::fabs(v)) : expected + std::pow(std::fabs(v), p);
     if (!std::isinf(p)) expected = std::pow(expected, 1 / p);
     Tensor total = clip_grad_norm_(params, 1e9, p);
     EXPECT_NEAR(total.item<double>(), expected, 1e-12 * expected);

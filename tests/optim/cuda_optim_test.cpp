@@ -11,10 +11,10 @@
 
 #include "core/allocator.h"
 #include "core/autocast_state.h"
-#include "parallel/amp/autocast.h"
 #include "optim/adam.h"
 #include "optim/clip_grad.h"
 #include "optim/sgd.h"
+#include "parallel/amp/autocast.h"
 #include "support/cuda_compare.h"
 
 namespace ember {
@@ -65,19 +65,21 @@ std::vector<Case> cases() {
   return {
       {"SGD nesterov+wd",
        [](const TensorList& ps) {
-         return std::make_unique<optim::SGD>(ps, optim::SGDOptions{.lr = 0.05, .momentum = 0.9, .weight_decay = 0.01,
-                                                                   .nesterov = true});
+         return std::make_unique<optim::SGD>(
+             ps, optim::SGDOptions{.lr = 0.05, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true});
        }},
       {"SGD dampening",
        [](const TensorList& ps) {
          return std::make_unique<optim::SGD>(ps, optim::SGDOptions{.lr = 0.05, .momentum = 0.5, .dampening = 0.3});
        }},
-      {"SGD plain", [](const TensorList& ps) { return std::make_unique<optim::SGD>(ps, optim::SGDOptions{.lr = 0.1}); }},
+      {"SGD plain",
+       [](const TensorList& ps) { return std::make_unique<optim::SGD>(ps, optim::SGDOptions{.lr = 0.1}); }},
       {"Adam amsgrad+L2",
        [](const TensorList& ps) {
          return std::make_unique<optim::Adam>(ps, optim::AdamOptions{.lr = 0.01, .weight_decay = 0.1, .amsgrad = true});
        }},
-      {"AdamW", [](const TensorList& ps) { return std::make_unique<optim::AdamW>(ps, optim::AdamWOptions{.lr = 0.01}); }},
+      {"AdamW",
+       [](const TensorList& ps) { return std::make_unique<optim::AdamW>(ps, optim::AdamWOptions{.lr = 0.01}); }},
   };
 }
 
@@ -191,8 +193,8 @@ TEST(CudaOptim, ClipGradNormMatchesCpu) {
       ASSERT_TRUE(n_cuda.is_cuda());
       // The norm sums thousands of squares in float32 in a device-specific
       // order (1.2e-5 relative seen on an H200 for bfloat16 gradients).
-      const testing::Tolerance tol = dtype == DType::Float64 ? testing::Tolerance{1e-10, 1e-10}
-                                                             : testing::Tolerance{1e-4, 1e-4};
+      const testing::Tolerance tol =
+          dtype == DType::Float64 ? testing::Tolerance{1e-10, 1e-10} : testing::Tolerance{1e-4, 1e-4};
       ASSERT_TRUE(testing::tensors_close(n_cuda, n_cpu, tol));
       for (size_t k = 0; k < cpu.size(); ++k) ASSERT_TRUE(testing::tensors_close(cuda[k].grad(), cpu[k].grad())) << k;
     }

@@ -16,9 +16,9 @@
 namespace ember {
 namespace {
 
-using ::testing::HasSubstr;
 using optim::ParamGroup;
 using testing::error_of;
+using ::testing::HasSubstr;
 
 constexpr double kPi = std::numbers::pi;
 
@@ -107,7 +107,7 @@ TEST(LRScheduler, OneCycleLRDefaultsWithSgdMomentum) {
   EXPECT_NEAR(lr0(), 4e-6, 1e-20);
   s.step();  // step total_steps is still allowed, as in PyTorch
   EXPECT_THAT(error_of([&] { s.step(); }), HasSubstr("OneCycleLR: tried to step 11 times; the specified number of "
-                                                       "total steps is 10"));
+                                                     "total steps is 10"));
   EXPECT_EQ(s.last_epoch(), 10) << "a failed step does not advance";
 }
 

@@ -13,13 +13,13 @@
 namespace ember {
 namespace {
 
-using ::testing::HasSubstr;
 using optim::Adam;
 using optim::AdamOptions;
 using optim::ParamGroup;
 using optim::SGD;
 using optim::SGDOptions;
 using testing::error_of;
+using ::testing::HasSubstr;
 
 Tensor leaf(const std::vector<double>& v, DType dtype = DType::Float64) {
   return from_vector<double>(v, {int64_t(v.size())}).to(dtype).set_requires_grad();
@@ -54,7 +54,9 @@ TEST(Optimizer, AddParamGroupChecks) {
   Adam opt({a});
   EXPECT_THAT(error_of([&] { opt.add_param_group(ParamGroup({a})); }),
               HasSubstr("some parameters appear in more than one parameter group"));
-  EXPECT_THAT(error_of([&] { opt.add_param_group(ParamGroup({b}, {{"momentum", 0.9}})); }),
+  EXPECT_THAT(error_of([&] {
+                opt.add_param_group(ParamGroup({b}, {{"momentum", 0.9}}));
+              }),
               HasSubstr("Adam: unknown option \"momentum\""));
   Tensor non_leaf = a * 2.0;
   EXPECT_THAT(error_of([&] { opt.add_param_group(ParamGroup({non_leaf})); }),
@@ -109,7 +111,7 @@ TEST(Optimizer, ParameterThatIsNotOneDenseBlockIsAClearError) {
   SGD opt({p});
   p.set_grad(ones({2, 2}, DType::Float64));
   EXPECT_THAT(error_of([&] { opt.step(); }), HasSubstr("SGD.step: parameter 0 ([2, 2] float64 on cpu, strides [3, 1]) "
-                                                         "is not one dense block of memory"));
+                                                       "is not one dense block of memory"));
 }
 
 TEST(Optimizer, StateFollowsAParameterLaidOutAgainByModuleTo) {
@@ -217,14 +219,15 @@ TEST(Optimizer, StateDictResumesExactly) {
     SCOPED_TRACE(dtype_name(dtype));
     expect_resume_is_exact(
         [](const TensorList& ps) {
-          return std::make_unique<Adam>(std::vector<ParamGroup>{ParamGroup({ps[0]}), ParamGroup({ps[1]}, {{"lr", 0.05}})},
-                                        AdamOptions{.lr = 0.01, .weight_decay = 0.1, .amsgrad = true});
+          return std::make_unique<Adam>(
+              std::vector<ParamGroup>{ParamGroup({ps[0]}), ParamGroup({ps[1]}, {{"lr", 0.05}})},
+              AdamOptions{.lr = 0.01, .weight_decay = 0.1, .amsgrad = true});
         },
         dtype);
     expect_resume_is_exact(
         [](const TensorList& ps) {
-          return std::make_unique<SGD>(ps, SGDOptions{.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01,
-                                                      .nesterov = true});
+          return std::make_unique<SGD>(ps,
+                                       SGDOptions{.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true});
         },
         dtype);
   }
@@ -332,7 +335,9 @@ TEST(Optimizer, GradScalingTensorsAreChecked) {
   Tensor a = leaf({1.0});
   SGD opt({a});
   a.set_grad(from_vector<double>({1.0}));
-  EXPECT_THAT(error_of([&] { opt.step({ones({1}, DType::Float64), Tensor()}); }),
+  EXPECT_THAT(error_of([&] {
+                opt.step({ones({1}, DType::Float64), Tensor()});
+              }),
               HasSubstr("found_inf must be a one-element float32 tensor on cpu (the parameters' device), but got [1] "
                         "float64 on cpu"));
   EXPECT_THAT(error_of([&] { opt.step({Tensor(), ones({2})}); }), HasSubstr("inv_scale must be a one-element"));

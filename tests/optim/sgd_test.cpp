@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 
 #include "ember.h"
-#include "support/optim_reference.h"
 #include "support/error_message.h"
+#include "support/optim_reference.h"
 
 namespace ember {
 namespace {
@@ -98,12 +98,13 @@ TEST(SGD, MatchesFloat64ReferenceOnAQuadratic) {
 }
 
 TEST(SGD, RejectsBadOptionsNamingThem) {
-  using ::testing::HasSubstr;
   using testing::error_of;
+  using ::testing::HasSubstr;
   Tensor w = leaf({1.0});
   EXPECT_THAT(error_of([&] { SGD opt({w}, SGDOptions{.lr = -1}); }), HasSubstr("SGD: invalid learning rate: -1"));
-  EXPECT_THAT(error_of([&] { SGD opt({w}, SGDOptions{.lr = 0.1, .momentum = 0.9, .dampening = 0.1, .nesterov = true}); }),
-              HasSubstr("Nesterov momentum requires a momentum and zero dampening (momentum 0.9, dampening 0.1)"));
+  EXPECT_THAT(
+      error_of([&] { SGD opt({w}, SGDOptions{.lr = 0.1, .momentum = 0.9, .dampening = 0.1, .nesterov = true}); }),
+      HasSubstr("Nesterov momentum requires a momentum and zero dampening (momentum 0.9, dampening 0.1)"));
   EXPECT_THAT(error_of([&] { SGD opt(TensorList{}); }), HasSubstr("SGD: got an empty parameter list"));
 }
 

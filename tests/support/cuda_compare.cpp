@@ -43,8 +43,9 @@ Tolerance tolerance_for(DType dtype) {
     if (!ok && ++bad <= 5) msg << "\n  [" << i << "] got " << a[i] << ", expected " << e[i];
   }
   if (bad) {
-    return ::testing::AssertionFailure() << bad << " of " << a.size() << " elements differ (" << dtype_name(expected.dtype())
-                                         << ", shape " << shape_str(expected.shape()) << ")" << msg.str();
+    return ::testing::AssertionFailure() << bad << " of " << a.size() << " elements differ ("
+                                         << dtype_name(expected.dtype()) << ", shape " << shape_str(expected.shape())
+                                         << ")" << msg.str();
   }
   return ::testing::AssertionSuccess();
 }
@@ -101,11 +102,10 @@ TensorList leaves_on(const TensorList& inputs, Device device) {
   for (size_t i = 0; i < cpu_in.size(); ++i) {
     if (!cpu_in[i].requires_grad()) continue;
     if (!cpu_in[i].grad().defined() || !cuda_in[i].grad().defined()) {
-      return ::testing::AssertionFailure() << "input " << i << ": gradient missing on "
-                                           << (cpu_in[i].grad().defined() ? "cuda" : "cpu");
+      return ::testing::AssertionFailure()
+             << "input " << i << ": gradient missing on " << (cpu_in[i].grad().defined() ? "cuda" : "cpu");
     }
-    auto r = tensors_close(cuda_in[i].grad(), cpu_in[i].grad(),
-                           tol.value_or(tolerance_for(cpu_in[i].dtype())));
+    auto r = tensors_close(cuda_in[i].grad(), cpu_in[i].grad(), tol.value_or(tolerance_for(cpu_in[i].dtype())));
     if (!r) return ::testing::AssertionFailure() << "gradient of input " << i << ": " << r.message();
   }
   return ::testing::AssertionSuccess();

@@ -16,11 +16,11 @@
 
 #include "ember.h"
 
-#define EMBER_REQUIRE_CUDA()                                 \
-  do {                                                       \
-    if (!::ember::testing::cuda_available()) {               \
-      GTEST_SKIP() << "no CUDA device: CUDA test skipped";   \
-    }                                                        \
+#define EMBER_REQUIRE_CUDA()                               \
+  do {                                                     \
+    if (!::ember::testing::cuda_available()) {             \
+      GTEST_SKIP() << "no CUDA device: CUDA test skipped"; \
+    }                                                      \
   } while (0)
 
 namespace ember::testing {

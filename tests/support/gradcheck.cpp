@@ -34,8 +34,8 @@ Tensor random_leaf(const Shape& shape, uint64_t seed) {
                                      GradcheckOptions o) {
   for (const Tensor& x : inputs) {
     if (x.defined() && x.requires_grad() && x.dtype() != DType::Float64) {
-      return ::testing::AssertionFailure() << "gradcheck: inputs that require grad must be float64, got "
-                                           << dtype_name(x.dtype());
+      return ::testing::AssertionFailure()
+             << "gradcheck: inputs that require grad must be float64, got " << dtype_name(x.dtype());
     }
   }
   Tensor y = fn(inputs);
@@ -65,8 +65,8 @@ Tensor random_leaf(const Shape& shape, uint64_t seed) {
       double numeric = (plus - minus) / (2 * o.eps);
       if (!(std::fabs(numeric - a[j]) <= o.atol + o.rtol * std::fabs(numeric))) {
         if (++bad <= 5) {
-          failures << "\n  input " << k << " (shape " << shape_str(x.shape()) << ") element " << j
-                   << ": analytic " << a[j] << " vs numeric " << numeric;
+          failures << "\n  input " << k << " (shape " << shape_str(x.shape()) << ") element " << j << ": analytic "
+                   << a[j] << " vs numeric " << numeric;
         }
       }
     }

@@ -8,10 +8,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
-#include <algorithm>
 #include <cstring>
 #include <iostream>
 #include <sstream>
@@ -54,12 +54,13 @@ void write_all(int fd, const void* data, size_t size) {
   ctx.world_size = world_size;
   try {
     if (rank == 0) {
-      ctx.store = std::make_shared<parallel::TCPStore>("127.0.0.1", 0,
-                                             parallel::TCPStoreOptions{.is_server = true, .timeout = options.store_timeout});
+      ctx.store = std::make_shared<parallel::TCPStore>(
+          "127.0.0.1", 0, parallel::TCPStoreOptions{.is_server = true, .timeout = options.store_timeout});
       int32_t bound = ctx.store->port();
       write_all(port_fd, &bound, sizeof(bound));
     } else {
-      ctx.store = std::make_shared<parallel::TCPStore>("127.0.0.1", port, parallel::TCPStoreOptions{.timeout = options.store_timeout});
+      ctx.store = std::make_shared<parallel::TCPStore>("127.0.0.1", port,
+                                                       parallel::TCPStoreOptions{.timeout = options.store_timeout});
     }
     body(ctx);
     passed = !::testing::Test::HasFailure();
@@ -126,9 +127,7 @@ std::vector<RankResult> run_ranks(int world_size, const std::function<void(RankC
                                   const RunOptions& options) {
   const auto start = Clock::now();
   const auto deadline = start + options.deadline;
-  auto ms_since_start = [&] {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
-  };
+  auto ms_since_start = [&] { return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start); };
   std::vector<RankResult> results(world_size);
   std::vector<Child> children(world_size);
   int release[2];
@@ -168,7 +167,8 @@ std::vector<RankResult> run_ranks(int world_size, const std::function<void(RankC
       ::close(port_pipe[1]);
       int32_t bound = -1;
       pollfd p{port_pipe[0], POLLIN, 0};
-      int left = int(std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count()));
+      int left = int(
+          std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count()));
       if (::poll(&p, 1, left) == 1 && ::read(port_pipe[0], &bound, sizeof(bound)) == sizeof(bound)) port = bound;
       if (port <= 0) break;  // rank 0 could not serve the store: the others cannot start
     }

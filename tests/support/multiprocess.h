@@ -44,12 +44,12 @@ struct RankContext {
 
 struct RankResult {
   int rank = 0;
-  bool reported = false;       // the body returned or threw (else the process ended on its own or was killed)
-  bool passed = false;         // returned with no exception and no gtest failure
-  std::string message;         // the exception's text, if it threw
-  int exit_code = -1;          // when it exited: its status
-  int signal = 0;              // when a signal ended it
-  bool hit_deadline = false;   // killed by run_ranks at the deadline
+  bool reported = false;                 // the body returned or threw (else the process ended on its own or was killed)
+  bool passed = false;                   // returned with no exception and no gtest failure
+  std::string message;                   // the exception's text, if it threw
+  int exit_code = -1;                    // when it exited: its status
+  int signal = 0;                        // when a signal ended it
+  bool hit_deadline = false;             // killed by run_ranks at the deadline
   std::chrono::milliseconds elapsed{0};  // from the start of run_ranks to the body's end or the process's
 };
 

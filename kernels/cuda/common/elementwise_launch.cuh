@@ -41,7 +41,8 @@ __device__ __forceinline__ acc_t<T> to_acc(T x) {
 template <typename T>
 __device__ __forceinline__ T from_acc(acc_t<T> v) {
   if constexpr (std::is_same_v<T, Half>) return Half::from_bits(__half_as_ushort(__float2half_rn(v)));
-  else if constexpr (std::is_same_v<T, BFloat16>) return BFloat16::from_bits(__bfloat16_as_ushort(__float2bfloat16_rn(v)));
+  else if constexpr (std::is_same_v<T, BFloat16>)
+    return BFloat16::from_bits(__bfloat16_as_ushort(__float2bfloat16_rn(v)));
   else return T(v);
 }
 

@@ -53,8 +53,8 @@
 
 namespace ember::cuda {
 
-inline constexpr int64_t kWarpRowMax = 1024;  // longest row the warp kernel takes
-inline constexpr int kReduceUnroll = 4;       // vector loads in flight per thread
+inline constexpr int64_t kWarpRowMax = 1024;                   // longest row the warp kernel takes
+inline constexpr int kReduceUnroll = 4;                        // vector loads in flight per thread
 inline constexpr int64_t kSplitColumnsMin = int64_t(1) << 20;  // input elements below which columns are not split
 
 template <typename A>
@@ -158,7 +158,7 @@ __global__ void __launch_bounds__(256)
 // inner == 1, long rows: block (row, split) folds row[split * per_split, +per_split).
 template <int V, typename R, typename T>
 __global__ void __launch_bounds__(512) reduce_rows_block_kernel(R red, const T* in, int64_t outer, int64_t reduce,
-                                                                 int64_t per_split, typename R::State* partial) {
+                                                                int64_t per_split, typename R::State* partial) {
   using S = typename R::State;
   __shared__ __align__(16) unsigned char raw[32 * sizeof(S)];
   S* shared = reinterpret_cast<S*>(raw);
@@ -266,8 +266,8 @@ void launch_reduce(const ReduceArgs& a, const R& red) {
   if (a.inner == 1 && a.reduce <= kWarpRowMax) {
     const int group = int(std::min<int64_t>(32, pow2_ceil(ceil_div(a.reduce, V * kReduceUnroll))));
     const int64_t rows_per_block = (256 / 32) * (32 / group);
-    reduce_rows_warp_kernel<V><<<grid_size(ceil_div(a.outer, rows_per_block)), 256, 0, stream>>>(
-        red, in, a.outer, a.reduce, group);
+    reduce_rows_warp_kernel<V>
+        <<<grid_size(ceil_div(a.outer, rows_per_block)), 256, 0, stream>>>(red, in, a.outer, a.reduce, group);
     EMBER_CUDA_CHECK_LAUNCH();
     return;
   }
@@ -308,11 +308,11 @@ void launch_reduce(const ReduceArgs& a, const R& red) {
     }
     const dim3 grid{grid_size(column_blocks), unsigned(splits)}, block{unsigned(bx), unsigned(by)};
     if (vectorize) {
-      reduce_columns_kernel<V><<<grid, block, 0, stream>>>(red, in, a.outer, a.reduce, a.inner, inner_blocks,
-                                                           rows_per_split, partial);
+      reduce_columns_kernel<V>
+          <<<grid, block, 0, stream>>>(red, in, a.outer, a.reduce, a.inner, inner_blocks, rows_per_split, partial);
     } else {
-      reduce_columns_kernel<1><<<grid, block, 0, stream>>>(red, in, a.outer, a.reduce, a.inner, inner_blocks,
-                                                           rows_per_split, partial);
+      reduce_columns_kernel<1>
+          <<<grid, block, 0, stream>>>(red, in, a.outer, a.reduce, a.inner, inner_blocks, rows_per_split, partial);
     }
     EMBER_CUDA_CHECK_LAUNCH();
   }

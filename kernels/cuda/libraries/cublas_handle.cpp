@@ -82,7 +82,8 @@ thread_local ThreadHandles tls_handles;
 
 Handles& thread_handles(int device) {
   Handles*& h = tls_handles.per_device[device];
-  if (h == nullptr) [[unlikely]] h = pool().acquire(device);
+  if (h == nullptr) [[unlikely]]
+    h = pool().acquire(device);
   return *h;
 }
 

@@ -52,9 +52,9 @@
 #include <algorithm>
 #include <array>
 #include <climits>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -193,9 +193,9 @@ std::string shapes_str(const ConvArgs& a) {
 
 std::string config_str(const ConvArgs& a) {
   std::ostringstream what;
-  what << shapes_str(a) << (a.channels_last ? " channels-last" : "") << ", stride (" << a.stride_h << ", "
-       << a.stride_w << "), padding (" << a.padding_h << ", " << a.padding_w << "), dilation (" << a.dilation_h
-       << ", " << a.dilation_w << "), groups " << a.groups;
+  what << shapes_str(a) << (a.channels_last ? " channels-last" : "") << ", stride (" << a.stride_h << ", " << a.stride_w
+       << "), padding (" << a.padding_h << ", " << a.padding_w << "), dilation (" << a.dilation_h << ", "
+       << a.dilation_w << "), groups " << a.groups;
   return what.str();
 }
 
@@ -292,9 +292,12 @@ struct OperationAttributes {
 OperationAttributes operation_attributes(Direction dir) {
   switch (dir) {
     case Direction::Forward:
-      return {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
-              CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,          CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
-              CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,             CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+      return {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
               CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y};
     case Direction::BackwardData:
       return {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
@@ -357,11 +360,12 @@ std::unique_ptr<Graph> operation_graph(const ConvArgs& a, Direction dir, cudnnHa
 // (none when the mode has nothing for it).
 std::vector<Backend> engine_configs(const Backend& graph, cudnnBackendHeurMode_t mode) {
   Backend heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
-  heur.set(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph).set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
+  heur.set(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph)
+      .set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
   if (!finalized(cudnnBackendFinalize(heur.get()), "cudnnBackendFinalize(engine heuristics)")) return {};
   int64_t count = 0;
-  EMBER_CUDNN_CHECK(
-      cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr));
+  EMBER_CUDNN_CHECK(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                             0, &count, nullptr));
   std::vector<Backend> configs;
   std::vector<cudnnBackendDescriptor_t> raw;
   for (int64_t i = 0; i < count; ++i) {
@@ -379,8 +383,8 @@ Backend engine_of(const Backend& config) {
   Backend engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
   cudnnBackendDescriptor_t e = engine.get();
   int64_t count = 0;
-  EMBER_CUDNN_CHECK(
-      cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count, &e));
+  EMBER_CUDNN_CHECK(cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                             1, &count, &e));
   return engine;
 }
 
@@ -523,9 +527,8 @@ void log_choice(const ConvArgs& a, Direction dir, const std::vector<std::unique_
 // stream not capturing, the fastest of their first kConvCandidates run on
 // these tensors (kernels/cuda/libraries/fastest_candidate.h). Beta is 0, so the
 // timed runs only write the call's output, which the call then writes again.
-std::unique_ptr<Plan> make_plan(const ConvArgs& a, Direction dir, cudnnHandle_t h,
-                                const std::array<void*, 3>& pointers, const std::array<int64_t, 3>& alignment,
-                                bool tf32) {
+std::unique_ptr<Plan> make_plan(const ConvArgs& a, Direction dir, cudnnHandle_t h, const std::array<void*, 3>& pointers,
+                                const std::array<int64_t, 3>& alignment, bool tf32) {
   const bool autotune = conv_autotune() && !is_capturing(a.device);
   std::vector<std::unique_ptr<Plan>> plans =
       candidate_plans(a, dir, h, alignment, tf32, autotune ? kConvCandidates : 1);
@@ -534,21 +537,24 @@ std::unique_ptr<Plan> make_plan(const ConvArgs& a, Direction dir, cudnnHandle_t 
   Workspace ws;
   std::optional<Backend> pack;
   std::vector<CandidateTime> timings;
-  const size_t best = fastest_candidate(a.device, plans.size(), [&](size_t i) {
-    if (i != current) {  // the candidate's warm-up: its workspace and pack
-      current = i;
-      pack.reset();
-      ws = Workspace();  // the last candidate's, freed first
-      try {
-        ws = Workspace(size_t(plans[i]->workspace), a.device);
-      } catch (const OutOfMemoryError&) {
-        return false;
-      }
-      pack.emplace(variant_pack(pointers, ws.data()));
-    }
-    if (!pack) return false;
-    return cudnnBackendExecute(h, plans[i]->plan.get(), pack->get()) == CUDNN_STATUS_SUCCESS;
-  }, &timings);
+  const size_t best = fastest_candidate(
+      a.device, plans.size(),
+      [&](size_t i) {
+        if (i != current) {  // the candidate's warm-up: its workspace and pack
+          current = i;
+          pack.reset();
+          ws = Workspace();  // the last candidate's, freed first
+          try {
+            ws = Workspace(size_t(plans[i]->workspace), a.device);
+          } catch (const OutOfMemoryError&) {
+            return false;
+          }
+          pack.emplace(variant_pack(pointers, ws.data()));
+        }
+        if (!pack) return false;
+        return cudnnBackendExecute(h, plans[i]->plan.get(), pack->get()) == CUDNN_STATUS_SUCCESS;
+      },
+      &timings);
   log_choice(a, dir, plans, timings, best);
   return std::move(plans[best]);
 }
@@ -566,13 +572,13 @@ class PlanCache {
     const bool tf32 = allow_tf32();
     const std::array<int64_t, 3> alignment{alignment_of(pointers[0]), alignment_of(pointers[1]),
                                            alignment_of(pointers[2])};
-    const PlanKey key{{a.n, a.c_in, a.h, a.w, a.c_out, a.kernel_h, a.kernel_w, a.stride_h, a.stride_w, a.padding_h,
-                       a.padding_w, a.dilation_h, a.dilation_w, a.groups, int64_t(a.dtype), a.device,
-                       int64_t(a.channels_last)},
-                      alignment,
-                      dir,
-                      h,
-                      tf32};
+    const PlanKey key{
+        {a.n, a.c_in, a.h, a.w, a.c_out, a.kernel_h, a.kernel_w, a.stride_h, a.stride_w, a.padding_h, a.padding_w,
+         a.dilation_h, a.dilation_w, a.groups, int64_t(a.dtype), a.device, int64_t(a.channels_last)},
+        alignment,
+        dir,
+        h,
+        tf32};
     {
       std::lock_guard<std::mutex> lock(mutex_);
       auto it = map_.find(key);

@@ -20,9 +20,9 @@
 #include "core/cuda/cublas_check.h"
 #include "core/cuda/device.h"
 #include "core/ops/gemm_kernels.h"
+#include "kernels/cuda/integer_gemm.h"
 #include "kernels/cuda/libraries/blas_types.h"
 #include "kernels/cuda/libraries/cublas_handle.h"
-#include "kernels/cuda/integer_gemm.h"
 #include "kernels/cuda/libraries/lt_matmul.h"
 
 namespace ember::cuda {
@@ -50,18 +50,17 @@ void cublas_gemm(const GemmArgs& g) {
     if (lt_matmul(g, LtEpilogue{g.dtype})) return;
     cublasHandle_t handle = blas_handle(g.device);
     if (fits_int(g) && g.batch == 1) {
-      EMBER_CUBLAS_CHECK(cublasGemmEx(handle, op_b, op_a, int(g.n), int(g.m), int(g.k), alpha, g.b, type,
-                                      int(g.ldb), g.a, type, int(g.lda), beta, g.c, type, int(g.ldc), compute,
+      EMBER_CUBLAS_CHECK(cublasGemmEx(handle, op_b, op_a, int(g.n), int(g.m), int(g.k), alpha, g.b, type, int(g.ldb),
+                                      g.a, type, int(g.lda), beta, g.c, type, int(g.ldc), compute,
                                       CUBLAS_GEMM_DEFAULT));
     } else if (fits_int(g)) {
-      EMBER_CUBLAS_CHECK(cublasGemmStridedBatchedEx(handle, op_b, op_a, int(g.n), int(g.m), int(g.k), alpha, g.b,
-                                                    type, int(g.ldb), g.stride_b, g.a, type, int(g.lda),
-                                                    g.stride_a, beta, g.c, type, int(g.ldc), g.stride_c,
-                                                    int(g.batch), compute, CUBLAS_GEMM_DEFAULT));
+      EMBER_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+          handle, op_b, op_a, int(g.n), int(g.m), int(g.k), alpha, g.b, type, int(g.ldb), g.stride_b, g.a, type,
+          int(g.lda), g.stride_a, beta, g.c, type, int(g.ldc), g.stride_c, int(g.batch), compute, CUBLAS_GEMM_DEFAULT));
     } else {
       EMBER_CUBLAS_CHECK(cublasGemmStridedBatchedEx_64(handle, op_b, op_a, g.n, g.m, g.k, alpha, g.b, type, g.ldb,
-                                                       g.stride_b, g.a, type, g.lda, g.stride_a, beta, g.c, type,
-                                                       g.ldc, g.stride_c, g.batch, compute, CUBLAS_GEMM_DEFAULT));
+                                                       g.stride_b, g.a, type, g.lda, g.stride_a, beta, g.c, type, g.ldc,
+                                                       g.stride_c, g.batch, compute, CUBLAS_GEMM_DEFAULT));
     }
   } catch (const OutOfMemoryError&) {
     throw;  // the workspace allocation's own message already says what to do

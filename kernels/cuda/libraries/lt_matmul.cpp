@@ -134,8 +134,8 @@ struct Call {
   BlasScalars scalars;
 
   cublasStatus_t run(const cublasLtMatmulAlgo_t& algo, void* c) const {
-    return cublasLtMatmul(lt.handle, desc, scalars.alpha(), g.b, a_layout, g.a, b_layout, scalars.beta(), c,
-                          c_layout, c, c_layout, &algo, lt.workspace, lt.workspace_size, stream);
+    return cublasLtMatmul(lt.handle, desc, scalars.alpha(), g.b, a_layout, g.a, b_layout, scalars.beta(), c, c_layout,
+                          c, c_layout, &algo, lt.workspace, lt.workspace_size, stream);
   }
 };
 

@@ -235,7 +235,8 @@ struct GlooProcessGroup::Impl {
         const bool root = group->rank() == c.root;
         Tensor flat = pack(c.tensors, root);
         gloo::BroadcastOptions opts(context);
-        dispatch(flat.dtype(), [&]<typename T>() { opts.setOutput(static_cast<T*>(flat.data_ptr()), size_t(flat.numel())); });
+        dispatch(flat.dtype(),
+                 [&]<typename T>() { opts.setOutput(static_cast<T*>(flat.data_ptr()), size_t(flat.numel())); });
         opts.setRoot(c.root);
         opts.setTag(tag(c));
         opts.setTimeout(group->timeout());
@@ -303,10 +304,9 @@ struct GlooProcessGroup::Impl {
   void execute(const Collective& c, Work& work) {
     std::string broken = group->broken_reason();
     if (!broken.empty()) {
-      work.finish(std::make_exception_ptr(Error(std::string("gloo ") + c.str() + " on rank " +
-                                                std::to_string(group->rank()) + " was not run: group '" +
-                                                group->name() + "' is unusable since an earlier collective failed: " +
-                                                broken)));
+      work.finish(std::make_exception_ptr(
+          Error(std::string("gloo ") + c.str() + " on rank " + std::to_string(group->rank()) + " was not run: group '" +
+                group->name() + "' is unusable since an earlier collective failed: " + broken)));
       return;
     }
     group->tracker().started(c);

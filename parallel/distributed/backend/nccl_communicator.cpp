@@ -58,8 +58,8 @@ ncclComm_t connect_communicator(Store& store, int rank, int size, int device, co
       store.set("nccl/unique_id", std::string(id.internal, sizeof(id.internal)));
     } else {
       std::string value = store.get("nccl/unique_id");
-      EMBER_CHECK(value.size() == sizeof(id.internal), "the NCCL unique id in the store has " << value.size()
-                                                           << " bytes, not " << sizeof(id.internal)
+      EMBER_CHECK(value.size() == sizeof(id.internal), "the NCCL unique id in the store has "
+                                                           << value.size() << " bytes, not " << sizeof(id.internal)
                                                            << " (rank 0 runs another NCCL version?)");
       std::memcpy(id.internal, value.data(), sizeof(id.internal));
     }

@@ -38,7 +38,7 @@ int checked_device(const ProcessGroupOptions& options, int rank, int size) {
   default_nccl_environment();
   const std::string who = "nccl process group (rank " + std::to_string(rank) + " of " + std::to_string(size) + ")";
   EMBER_CHECK(options.nccl_device >= -1, who << ": ProcessGroupOptions::nccl_device is " << options.nccl_device
-                                              << "; give a CUDA device id, or -1 for the current device");
+                                             << "; give a CUDA device id, or -1 for the current device");
   if (cuda::device_count() == 0) {
     std::string why;
     try {
@@ -53,8 +53,8 @@ int checked_device(const ProcessGroupOptions& options, int rank, int size) {
   try {
     cuda::check_device(device);
   } catch (const Error& e) {
-    EMBER_FAIL(who << ": ProcessGroupOptions::nccl_device " << device << " is not a device of this process: "
-                   << e.what());
+    EMBER_FAIL(who << ": ProcessGroupOptions::nccl_device " << device
+                   << " is not a device of this process: " << e.what());
   }
   return device;
 }
@@ -69,8 +69,8 @@ std::string NcclProcessGroup::Impl::where() const {
 }
 
 void NcclProcessGroup::Impl::connect() {
-  comm->comm =
-      detail::connect_communicator(*group->store(), group->rank(), group->size(), device, group->name(), group->timeout(), where());
+  comm->comm = detail::connect_communicator(*group->store(), group->rank(), group->size(), device, group->name(),
+                                            group->timeout(), where());
 }
 
 NcclProcessGroup::NcclProcessGroup(const std::shared_ptr<Store>& store, int rank, int size,

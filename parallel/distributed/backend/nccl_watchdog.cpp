@@ -21,8 +21,8 @@ namespace ember::parallel {
 using detail::NcclWork;
 
 Error NcclProcessGroup::Impl::unusable(const Collective& c, const char* what, const std::string& reason) const {
-  return Error(std::string("nccl ") + c.str() + " on rank " + std::to_string(group->rank()) + " " + what +
-               ": group '" + group->name() + "' is unusable since an earlier collective failed: " + reason);
+  return Error(std::string("nccl ") + c.str() + " on rank " + std::to_string(group->rank()) + " " + what + ": group '" +
+               group->name() + "' is unusable since an earlier collective failed: " + reason);
 }
 
 void NcclProcessGroup::Impl::fail(Item& item, const std::string& cause) {

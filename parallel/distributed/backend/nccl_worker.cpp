@@ -87,8 +87,8 @@ void NcclProcessGroup::Impl::enqueue(const Collective& c, ncclComm_t nc, const T
     case CollectiveKind::AllReduce:
       for (const Tensor& t : c.tensors) {
         if (t.numel() == 0) continue;
-        EMBER_NCCL_CHECK(ncclAllReduce(t.data_ptr(), t.data_ptr(), size_t(t.numel()), nccl_type(t.dtype()),
-                                       nccl_op(c.op), nc, s));
+        EMBER_NCCL_CHECK(
+            ncclAllReduce(t.data_ptr(), t.data_ptr(), size_t(t.numel()), nccl_type(t.dtype()), nccl_op(c.op), nc, s));
       }
       return;
     case CollectiveKind::Broadcast:
@@ -114,8 +114,8 @@ void NcclProcessGroup::Impl::enqueue(const Collective& c, ncclComm_t nc, const T
       return;
     }
     case CollectiveKind::Barrier:
-      EMBER_NCCL_CHECK(ncclAllReduce(barrier_buffer.data_ptr(), barrier_buffer.data_ptr(), 1, ncclFloat32, ncclSum,
-                                     nc, s));
+      EMBER_NCCL_CHECK(
+          ncclAllReduce(barrier_buffer.data_ptr(), barrier_buffer.data_ptr(), 1, ncclFloat32, ncclSum, nc, s));
       return;
   }
 }

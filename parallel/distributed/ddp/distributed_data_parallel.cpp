@@ -197,11 +197,11 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
                                                             << " has no parameter that requires grad, so there is "
                                                                "nothing to synchronize; DDP is not needed for it");
   for (size_t i = 0; i < trained.size(); ++i) {
-    EMBER_CHECK(trained[i].is_non_overlapping_and_dense(),
-                "DistributedDataParallel: parameter '" << names[i] << "' (" << describe(trained[i]) << ", strides "
-                                                       << shape_str(trained[i].strides())
-                                                       << ") is not one dense block of memory; DDP needs dense "
-                                                          "parameters (contiguous or channels-last)");
+    EMBER_CHECK(trained[i].is_non_overlapping_and_dense(), "DistributedDataParallel: parameter '"
+                                                               << names[i] << "' (" << describe(trained[i])
+                                                               << ", strides " << shape_str(trained[i].strides())
+                                                               << ") is not one dense block of memory; DDP needs dense "
+                                                                  "parameters (contiguous or channels-last)");
   }
 
   verify_same_model(*group_, *module_, first->second);
@@ -252,8 +252,9 @@ std::vector<std::vector<std::string>> DistributedDataParallel::bucket_parameter_
 }
 
 std::shared_ptr<nn::Module> DistributedDataParallel::clone() const {
-  EMBER_FAIL("DistributedDataParallel::clone: a DDP module cannot be cloned (its construction is a collective of "
-             "the process group); clone the wrapped module with nn::clone(ddp->module()) and wrap the copy");
+  EMBER_FAIL(
+      "DistributedDataParallel::clone: a DDP module cannot be cloned (its construction is a collective of "
+      "the process group); clone the wrapped module with nn::clone(ddp->module()) and wrap the copy");
 }
 
 }  // namespace ember::parallel

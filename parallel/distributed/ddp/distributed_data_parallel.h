@@ -66,15 +66,15 @@
 
 #include "nn/module.h"
 #include "parallel/distributed/ddp/comm_hooks.h"
-#include "parallel/distributed/process_group.h"
 #include "parallel/distributed/ddp/reducer.h"
+#include "parallel/distributed/process_group.h"
 
 namespace ember::parallel {
 
 struct DistributedDataParallelOptions {
   bool broadcast_buffers = true;
-  int64_t bucket_cap_bytes = int64_t(kDefaultBucketBytes);     // 25 MiB
-  int64_t first_bucket_cap_bytes = kDefaultFirstBucketBytes;   // 1 MiB
+  int64_t bucket_cap_bytes = int64_t(kDefaultBucketBytes);    // 25 MiB
+  int64_t first_bucket_cap_bytes = kDefaultFirstBucketBytes;  // 1 MiB
   bool find_unused_parameters = false;
   bool gradient_as_bucket_view = true;
 };
@@ -90,7 +90,7 @@ class DistributedDataParallel : public nn::UnaryModule {
   // fn() calls the module's forward (any signature) and returns a Tensor or
   // a TensorList: its outputs.
   template <typename Fn>
-    requires std::invocable<Fn&>
+  requires std::invocable<Fn&>
   auto forward_with(Fn fn) {
     using R = std::remove_cvref_t<std::invoke_result_t<Fn&>>;
     static_assert(std::is_same_v<R, Tensor> || std::is_same_v<R, TensorList>,

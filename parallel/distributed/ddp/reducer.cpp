@@ -58,8 +58,8 @@ std::vector<std::vector<size_t>> compute_buckets(const TensorList& params, const
   std::vector<std::pair<std::pair<DType, std::string>, Open>> open;
   std::vector<std::vector<size_t>> buckets;
   for (size_t i : order) {
-    EMBER_CHECK(i < params.size(), "DistributedDataParallel: bucket order names parameter " << i << " of "
-                                                                                             << params.size());
+    EMBER_CHECK(i < params.size(),
+                "DistributedDataParallel: bucket order names parameter " << i << " of " << params.size());
     const Tensor& p = params[i];
     auto key = std::make_pair(p.dtype(), p.device().str());
     auto it = std::find_if(open.begin(), open.end(), [&](const auto& o) { return o.first == key; });
@@ -116,9 +116,9 @@ Reducer::Reducer(TensorList params, std::vector<std::string> names, std::shared_
                     << names_[i] << "' (" << describe(p) << ", strides " << shape_str(p.strides())
                     << ") is not one dense block of memory; gradients are views of flat buckets laid out as their "
                        "parameters, so parameters must be dense (contiguous or channels-last)");
-    EMBER_CHECK(p.device() == params_[0].device(),
-                "DistributedDataParallel: parameter '" << names_[i] << "' is on " << p.device() << " but '"
-                                                       << names_[0] << "' is on " << params_[0].device()
+    EMBER_CHECK(p.device() == params_[0].device(), "DistributedDataParallel: parameter '"
+                                                       << names_[i] << "' is on " << p.device() << " but '" << names_[0]
+                                                       << "' is on " << params_[0].device()
                                                        << "; a module wrapped by DDP must have all its parameters on "
                                                           "one device (move it with module->to(device) first)");
   }
@@ -190,8 +190,9 @@ void Reducer::check_usable(const char* when) const {
 
 void Reducer::register_comm_hook(CommHook hook) {
   EMBER_CHECK(hook != nullptr, "DistributedDataParallel::register_comm_hook: the hook is empty");
-  EMBER_CHECK(!hook_, "DistributedDataParallel::register_comm_hook: a communication hook is registered already; "
-                      "register one hook only");
+  EMBER_CHECK(!hook_,
+              "DistributedDataParallel::register_comm_hook: a communication hook is registered already; "
+              "register one hook only");
   EMBER_CHECK(!synchronized_once_ && !started_,
               "DistributedDataParallel::register_comm_hook: register the hook before the first backward");
   hook_ = std::move(hook);
@@ -200,15 +201,16 @@ void Reducer::register_comm_hook(CommHook hook) {
 void Reducer::prepare_for_forward() {
   check_usable("forward");
   if (started_) {
-    broken_ = "a synchronized backward stopped (an exception in its graph walk) after it had started reducing "
-              "gradients, so the ranks' collectives no longer match";
+    broken_ =
+        "a synchronized backward stopped (an exception in its graph walk) after it had started reducing "
+        "gradients, so the ranks' collectives no longer match";
     check_usable("forward");
   }
   if (rebuilt_ || !synchronized_once_ || options_.find_unused_parameters) return;
   // Rank 0's arrival order, for every rank.
   std::vector<int64_t> order(arrival_.begin(), arrival_.end());
-  EMBER_CHECK(order.size() == params_.size(), "Reducer: recorded " << order.size() << " arrivals for "
-                                                                   << params_.size() << " parameters (an ember bug)");
+  EMBER_CHECK(order.size() == params_.size(), "Reducer: recorded " << order.size() << " arrivals for " << params_.size()
+                                                                   << " parameters (an ember bug)");
   Tensor t = from_vector<int64_t>(order).to(params_[0].device());
   try {
     group_->broadcast(t, 0)->wait();
@@ -291,12 +293,12 @@ void Reducer::on_gradient(size_t index) {
       marked_unused_ = true;
       for (size_t u : unused_) mark_ready(u, /*locally_used=*/false);
     }
-    EMBER_CHECK(!ready_[index],
-                "DistributedDataParallel: rank " << group_->rank() << ": parameter '" << names_[index]
-                                                 << "' got a gradient after DDP had marked it unused: the graph of "
-                                                    "the forward's outputs does not reach it, but the loss uses it "
-                                                    "by another path. Compute the loss from the outputs of the DDP "
-                                                    "module's forward only");
+    EMBER_CHECK(!ready_[index], "DistributedDataParallel: rank "
+                                    << group_->rank() << ": parameter '" << names_[index]
+                                    << "' got a gradient after DDP had marked it unused: the graph of "
+                                       "the forward's outputs does not reach it, but the loss uses it "
+                                       "by another path. Compute the loss from the outputs of the DDP "
+                                       "module's forward only");
     mark_ready(index, /*locally_used=*/true);
   } catch (const std::exception& e) {
     if (broken_.empty()) broken_ = e.what();
@@ -387,8 +389,8 @@ void Reducer::finalize_unchecked() {
     bucket.future.reset();
     EMBER_CHECK(result.defined() && result.numel() == bucket.buffer.numel(),
                 "DistributedDataParallel: the communication hook returned "
-                    << (result.defined() ? describe(result) : std::string("an undefined tensor")) << " for bucket "
-                    << b << ", whose buffer is " << describe(bucket.buffer)
+                    << (result.defined() ? describe(result) : std::string("an undefined tensor")) << " for bucket " << b
+                    << ", whose buffer is " << describe(bucket.buffer)
                     << "; a hook's BucketFuture must give the bucket's reduced gradients, flat");
     if (!is_alias(result, bucket.buffer)) bucket.buffer.copy_(result.reshape({result.numel()}));
   }

@@ -128,11 +128,11 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
 
  private:
   struct Bucket {
-    std::vector<size_t> params;   // parameter indices, in the buffer's order
-    std::vector<int64_t> offsets; // where each one's slot starts
-    Tensor buffer;                // (total numel,) of the bucket's dtype on its device
-    TensorList views;             // each slot, shaped like its parameter
-    size_t pending = 0;           // parameters not ready yet in this backward
+    std::vector<size_t> params;    // parameter indices, in the buffer's order
+    std::vector<int64_t> offsets;  // where each one's slot starts
+    Tensor buffer;                 // (total numel,) of the bucket's dtype on its device
+    TensorList views;              // each slot, shaped like its parameter
+    size_t pending = 0;            // parameters not ready yet in this backward
     std::optional<BucketFuture> future;
   };
   struct Slot {
@@ -160,20 +160,20 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   std::vector<Slot> slots_;  // per parameter
 
   // Per synchronized backward.
-  bool expect_hooks_ = false;      // armed by prepare_for_backward
-  bool started_ = false;           // a hook fired (the callback is queued)
-  bool marked_unused_ = false;     // the walk's unused parameters were marked ready
-  size_t next_bucket_ = 0;         // the next bucket to launch
+  bool expect_hooks_ = false;   // armed by prepare_for_backward
+  bool started_ = false;        // a hook fired (the callback is queued)
+  bool marked_unused_ = false;  // the walk's unused parameters were marked ready
+  size_t next_bucket_ = 0;      // the next bucket to launch
   std::vector<bool> ready_;
-  std::vector<size_t> unused_;     // found by the walk
-  std::vector<Tensor> kept_grads_; // grads of locally unused parameters, restored if no rank used them
+  std::vector<size_t> unused_;      // found by the walk
+  std::vector<Tensor> kept_grads_;  // grads of locally unused parameters, restored if no rank used them
   // Since the last synchronization: which parameters got a gradient.
   std::vector<int32_t> used_;
 
   // Bucket rebuilding.
   bool rebuilt_ = false;
   bool synchronized_once_ = false;
-  std::vector<size_t> arrival_;    // the first synchronized backward's order
+  std::vector<size_t> arrival_;  // the first synchronized backward's order
 
   std::string broken_;  // why the reducer is unusable; empty while usable
 };

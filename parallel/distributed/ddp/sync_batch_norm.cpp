@@ -128,10 +128,10 @@ Tensor sync_batch_norm(const Tensor& input, const Tensor& weight, const Tensor& 
     SavedTensor saved_input(input);
     SavedTensor saved_weight = affine ? SavedTensor(weight) : SavedTensor();
     autograd::record(
-        "SyncBatchNormBackward", {&out}, {input, weight, bias},
-        [=](const TensorList& grads) -> TensorList {
-          EMBER_CHECK(!GradMode::is_enabled(), "SyncBatchNorm: double backward (create_graph=true) through "
-                                               "SyncBatchNorm is not supported");
+        "SyncBatchNormBackward", {&out}, {input, weight, bias}, [=](const TensorList& grads) -> TensorList {
+          EMBER_CHECK(!GradMode::is_enabled(),
+                      "SyncBatchNorm: double backward (create_graph=true) through "
+                      "SyncBatchNorm is not supported");
           Tensor x = saved_input.unpack("SyncBatchNormBackward").to(compute);
           Tensor dy = grads[0].to(compute);
           Tensor xhat = (x - mean_c.view(cshape)) * invstd_c.view(cshape);
@@ -179,8 +179,8 @@ Tensor SyncBatchNorm::normalize(const Tensor& input, bool use_batch_stats, doubl
   if (!use_batch_stats) return BatchNormBase::normalize(input, false, factor, counter);
   // Eval without running statistics: each rank's batch alone, as PyTorch.
   std::shared_ptr<ProcessGroup> group = is_training() ? process_group() : nullptr;
-  Tensor y = sync_batch_norm(input, weight, bias, is_training() ? running_mean : Tensor(), running_var, factor, eps,
-                             group);
+  Tensor y =
+      sync_batch_norm(input, weight, bias, is_training() ? running_mean : Tensor(), running_var, factor, eps, group);
   if (counter.defined()) {
     NoGradGuard no_grad;
     Tensor(counter).add_(1);
@@ -204,7 +204,8 @@ std::shared_ptr<nn::Module> convert_sync_batchnorm(std::shared_ptr<nn::Module> m
   convert_children(*module, "", group, watched);
   for (const auto& [what, old] : watched) {
     EMBER_CHECK(old.expired(), "convert_sync_batchnorm: '"
-                                   << what << ") is still referenced outside the module tree after its replacement, "
+                                   << what
+                                   << ") is still referenced outside the module tree after its replacement, "
                                       "most likely by a member of its parent that the parent's forward calls; that "
                                       "forward would keep normalizing without synchronization. Construct "
                                       "parallel::SyncBatchNorm in that module directly, or override its "

@@ -38,8 +38,8 @@ AddrInfoPtr resolve(const std::string& host, int port, int flags, std::string* e
   const std::string service = std::to_string(port);
   int rc = getaddrinfo(host.c_str(), service.c_str(), &hints, &result);
   if (rc != 0) {
-    *error = std::string("cannot resolve host '") + host + "': " +
-             (rc == EAI_SYSTEM ? errno_text(errno) : std::string(gai_strerror(rc)));
+    *error = std::string("cannot resolve host '") + host +
+             "': " + (rc == EAI_SYSTEM ? errno_text(errno) : std::string(gai_strerror(rc)));
     return nullptr;
   }
   return AddrInfoPtr(result);
@@ -175,7 +175,8 @@ void Socket::close() {
 }
 
 Listener listen_tcp(const std::string& host, int port, int backlog) {
-  EMBER_CHECK(port >= 0 && port <= 65535, "cannot listen on " << host << ":" << port << ": the port must be in [0, 65535]");
+  EMBER_CHECK(port >= 0 && port <= 65535,
+              "cannot listen on " << host << ":" << port << ": the port must be in [0, 65535]");
   std::string error;
   AddrInfoPtr ai = resolve(host, port, AI_PASSIVE, &error);
   EMBER_CHECK(ai, "cannot listen on " << host << ":" << port << ": " << error);
@@ -241,7 +242,8 @@ IoResult send_all(int fd, const void* data, size_t size, Clock::time_point deadl
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (!wait_ready(fd, POLLOUT, deadline)) return {IoStatus::Timeout, "the send did not complete before the deadline"};
+      if (!wait_ready(fd, POLLOUT, deadline))
+        return {IoStatus::Timeout, "the send did not complete before the deadline"};
       continue;
     }
     return {IoStatus::Closed, errno_text(errno)};
@@ -285,7 +287,8 @@ std::string local_address(int fd) {
 
 void set_nonblocking(int fd) {
   int flags = fcntl(fd, F_GETFL);
-  EMBER_CHECK(flags >= 0 && fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0, "fcntl(O_NONBLOCK) failed: " << errno_text(errno));
+  EMBER_CHECK(flags >= 0 && fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0,
+              "fcntl(O_NONBLOCK) failed: " << errno_text(errno));
 }
 
 int poll_timeout_ms(Clock::time_point deadline) {

@@ -45,15 +45,14 @@ FrameWriter& FrameWriter::keys(const std::vector<std::string>& v) {
 
 std::string FrameWriter::finish() {
   const size_t payload = buf_.size() - 4;
-  EMBER_CHECK(payload <= kMaxStoreFrame, "store: a message of " << payload << " bytes is larger than the "
-                                                                << kMaxStoreFrame << " bytes allowed");
+  EMBER_CHECK(payload <= kMaxStoreFrame,
+              "store: a message of " << payload << " bytes is larger than the " << kMaxStoreFrame << " bytes allowed");
   for (int i = 0; i < 4; ++i) buf_[i] = char((payload >> (8 * i)) & 0xff);
   return std::move(buf_);
 }
 
 std::string_view FrameReader::take(size_t n) {
-  EMBER_CHECK(n <= rest_.size(), "truncated store message (a field of " << n << " bytes, " << rest_.size()
-                                                                       << " left)");
+  EMBER_CHECK(n <= rest_.size(), "truncated store message (a field of " << n << " bytes, " << rest_.size() << " left)");
   std::string_view out = rest_.substr(0, n);
   rest_.remove_prefix(n);
   return out;

@@ -82,10 +82,11 @@ TCPStore::TCPStore(std::string host, int port, TCPStoreOptions options)
     : Store(options.timeout), host_(std::move(host)), port_(port) {
   EMBER_CHECK(!host_.empty(), "TCPStore: the host is empty (set MASTER_ADDR to rank 0's address)");
   EMBER_CHECK(port >= 0 && port <= 65535, "TCPStore: port " << port << " is not in [0, 65535]");
-  EMBER_CHECK(options.is_server || port > 0, "TCPStore: a client needs the server's port; port 0 (pick a free port) "
-                                             "is for the server");
-  EMBER_CHECK(options.timeout.count() >= 0, "TCPStore: the timeout must not be negative, got "
-                                                << options.timeout.count() << " ms");
+  EMBER_CHECK(options.is_server || port > 0,
+              "TCPStore: a client needs the server's port; port 0 (pick a free port) "
+              "is for the server");
+  EMBER_CHECK(options.timeout.count() >= 0,
+              "TCPStore: the timeout must not be negative, got " << options.timeout.count() << " ms");
   const auto deadline = Clock::now() + options.timeout;
   if (options.is_server) {
     try {
@@ -121,14 +122,15 @@ TCPStore::~TCPStore() = default;
 void TCPStore::set(const std::string& key, const std::string& value) {
   std::string r = connection_->request(FrameWriter().u8(uint8_t(StoreCommand::Set)).bytes(key).bytes(value).finish(),
                                        "set(" + quoted(key) + ")", Clock::now() + timeout());
-  EMBER_CHECK(!r.empty() && StoreStatus(r[0]) == StoreStatus::Ok, "TCPStore set(" << quoted(key) << "): unexpected answer");
+  EMBER_CHECK(!r.empty() && StoreStatus(r[0]) == StoreStatus::Ok,
+              "TCPStore set(" << quoted(key) << "): unexpected answer");
 }
 
 std::string TCPStore::get_for(const std::string& key, std::chrono::milliseconds timeout) {
   const std::string what = "get(" + quoted(key) + ")";
-  std::string reply = connection_->request(
-      FrameWriter().u8(uint8_t(StoreCommand::Get)).bytes(key).i64(timeout.count()).finish(), what,
-      Clock::now() + timeout + kAnswerGrace);
+  std::string reply =
+      connection_->request(FrameWriter().u8(uint8_t(StoreCommand::Get)).bytes(key).i64(timeout.count()).finish(), what,
+                           Clock::now() + timeout + kAnswerGrace);
   FrameReader r(reply);
   auto status = StoreStatus(r.u8());
   EMBER_CHECK(status != StoreStatus::Timeout,
@@ -141,8 +143,8 @@ std::string TCPStore::get_for(const std::string& key, std::chrono::milliseconds 
 
 int64_t TCPStore::add(const std::string& key, int64_t delta) {
   const std::string what = "add(" + quoted(key) + ", " + std::to_string(delta) + ")";
-  std::string reply = connection_->request(
-      FrameWriter().u8(uint8_t(StoreCommand::Add)).bytes(key).i64(delta).finish(), what, Clock::now() + timeout());
+  std::string reply = connection_->request(FrameWriter().u8(uint8_t(StoreCommand::Add)).bytes(key).i64(delta).finish(),
+                                           what, Clock::now() + timeout());
   FrameReader r(reply);
   auto status = StoreStatus(r.u8());
   EMBER_CHECK(status != StoreStatus::Error, "TCPStore " << what << ": " << r.bytes());
@@ -162,9 +164,9 @@ std::string TCPStore::compare_set(const std::string& key, const std::string& exp
 
 void TCPStore::wait_for(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
   const std::string what = "wait([" + quoted(keys) + "])";
-  std::string reply = connection_->request(
-      FrameWriter().u8(uint8_t(StoreCommand::Wait)).keys(keys).i64(timeout.count()).finish(), what,
-      Clock::now() + timeout + kAnswerGrace);
+  std::string reply =
+      connection_->request(FrameWriter().u8(uint8_t(StoreCommand::Wait)).keys(keys).i64(timeout.count()).finish(), what,
+                           Clock::now() + timeout + kAnswerGrace);
   FrameReader r(reply);
   auto status = StoreStatus(r.u8());
   if (status == StoreStatus::Timeout) {

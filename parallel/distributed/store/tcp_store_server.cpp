@@ -152,17 +152,10 @@ struct TCPStoreServer::State {
         }
         return true;
       }
-      case StoreCommand::Check:
-        c.out += reply_int(has_all(r.keys()) ? 1 : 0);
-        return true;
-      case StoreCommand::Delete:
-        c.out += reply_int(data.erase(r.bytes()) ? 1 : 0);
-        return true;
-      case StoreCommand::NumKeys:
-        c.out += reply_int(int64_t(data.size()));
-        return true;
-      case StoreCommand::Hello:
-        return false;
+      case StoreCommand::Check: c.out += reply_int(has_all(r.keys()) ? 1 : 0); return true;
+      case StoreCommand::Delete: c.out += reply_int(data.erase(r.bytes()) ? 1 : 0); return true;
+      case StoreCommand::NumKeys: c.out += reply_int(int64_t(data.size())); return true;
+      case StoreCommand::Hello: return false;
     }
     return false;
   }

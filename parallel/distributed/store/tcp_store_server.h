@@ -37,7 +37,7 @@ class TCPStoreServer {
 
   Socket listener_;
   int port_ = 0;
-  Socket wake_read_;   // the destructor writes to wake_write_ to stop the loop
+  Socket wake_read_;  // the destructor writes to wake_write_ to stop the loop
   Socket wake_write_;
   std::unique_ptr<State> state_;  // touched by the serving thread only
   std::thread thread_;

@@ -31,8 +31,8 @@ char* address(const DataPtr& p) { return static_cast<char*>(p.get()); }
 TEST(CudaCachingAllocator, SteadyStateNeedsNoCudaMalloc) {
   if (!is_available()) GTEST_SKIP() << "no CUDA device";
   // One "training step": tensors of many sizes alive together, then freed.
-  const std::vector<size_t> sizes = {1, 100, 1000, 4096, 70000, 500000, kMiB, kMiB + 1, 3 * kMiB, 9 * kMiB,
-                                     12 * kMiB, 50 * kMiB, 333, 2 * kMiB};
+  const std::vector<size_t> sizes = {1,        100,      1000,     4096,      70000,     500000, kMiB,
+                                     kMiB + 1, 3 * kMiB, 9 * kMiB, 12 * kMiB, 50 * kMiB, 333,    2 * kMiB};
   auto step = [&] {
     std::vector<DataPtr> live;
     for (size_t n : sizes) live.push_back(allocate(n));

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
 #include "core/cuda/devices.h"
+#include "core/error.h"
 
 namespace ember::testing {
 

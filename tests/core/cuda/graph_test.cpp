@@ -126,11 +126,10 @@ TEST(CudaGraph, MlpStepWithSgdMomentumMatchesEager) {
 
 TEST(CudaGraph, CnnStepWithAdamBatchNormAndDropoutMatchesEager) {
   REQUIRE_GPU();
-  expect_graph_matches_eager([] { return train::make_cnn(0.25); },
-                             [](const TensorList& params) {
-                               return std::make_unique<optim::Adam>(params, optim::AdamOptions{});
-                             },
-                             {16, 1, train::kImageSide, train::kImageSide}, train::kClasses, 1e-3, 1e-4);
+  expect_graph_matches_eager(
+      [] { return train::make_cnn(0.25); },
+      [](const TensorList& params) { return std::make_unique<optim::Adam>(params, optim::AdamOptions{}); },
+      {16, 1, train::kImageSide, train::kImageSide}, train::kClasses, 1e-3, 1e-4);
 }
 
 TEST(CudaGraph, DropoutDrawsTheMasksTheEagerOpsWould) {
@@ -176,9 +175,10 @@ TEST(CudaGraph, ReplaysAllocateNothing) {
   synchronize(0);
   EXPECT_EQ(num_device_allocs(0), mallocs);
   EXPECT_EQ(memory_allocated(0), allocated);
-  EXPECT_TRUE(allclose(w.grad().cpu(), matmul(x.cpu().t(), (matmul(x.cpu(), w.detach().cpu()) > 0.0).to(DType::Float32)) /
-                                           double(256 * 200),
-                       1e-4, 1e-5));
+  EXPECT_TRUE(
+      allclose(w.grad().cpu(),
+               matmul(x.cpu().t(), (matmul(x.cpu(), w.detach().cpu()) > 0.0).to(DType::Float32)) / double(256 * 200),
+               1e-4, 1e-5));
 }
 
 TEST(CudaGraph, ATensorFreedDuringCaptureIsHeldUntilReset) {
@@ -224,8 +224,14 @@ TEST(CudaGraph, WaitingForTheDeviceInsideACaptureIsAnErrorAndTheDeviceKeepsWorki
   EXPECT_EQ(y.sum().item<double>(), 300.0);
   EXPECT_TRUE(throws_with([&] { graph.capture([&] {}); }, {"already holds a capture", "reset()"}));
   Graph nested;
-  EXPECT_TRUE(throws_with([&] { nested.capture([&] { Graph inner; inner.capture([] {}); }); },
-                          {"another graph is being captured on cuda:0"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        nested.capture([&] {
+          Graph inner;
+          inner.capture([] {});
+        });
+      },
+      {"another graph is being captured on cuda:0"}));
   EXPECT_TRUE(throws_with([&] { Graph().replay(); }, {"nothing is captured", "capture(work) first"}));
 }
 
@@ -243,7 +249,9 @@ TEST(CudaGraph, AThreadsFirstConvolutionRunsBeforeItsCaptures) {
   std::thread worker([&] {
     try {
       Graph first;
-      EXPECT_TRUE(throws_with([&] { first.capture([&] { conv2d(x, w, {}, {1, 1}, {1, 1}); }); },
+      EXPECT_TRUE(throws_with([&] { first.capture([&] {
+                                      conv2d(x, w, {}, {1, 1}, {1, 1});
+                                    }); },
                               {"the first convolution of a thread on a device", "run the work once before capturing"}));
       const Tensor eager = conv2d(x, w, {}, {1, 1}, {1, 1});
       Tensor y, y2;

@@ -20,7 +20,7 @@ testing::Tolerance bn_tolerance(DType dt, int64_t m = 0) {
     case DType::Float64: return {1e-10, 1e-10};
     case DType::Float32: return {1e-4, 1e-4 + 1e-7 * double(m)};
     case DType::Float16: return {1e-2, 1e-2};
-    default: return {4e-2, 4e-2};              // bfloat16
+    default: return {4e-2, 4e-2};  // bfloat16
   }
 }
 
@@ -29,9 +29,9 @@ const std::vector<Shape>& shapes() {
   // narrow ones walked flat (inner 1 and 5); (N, C) with 40 channels, walked
   // in tiles of 32 channels (the second one partial), and with so many that
   // one split of the rows fills the device (each tile finishes its channels).
-  static const std::vector<Shape> all = {{7, 5},       {3, 4, 33, 35}, {2, 3, 1025}, {2, 3, 4, 5, 6},
-                                         {1, 2, 1, 2}, {64, 3, 9, 9},  {300, 7},     {257, 3, 5},
-                                         {32, 8, 28, 28}, {300, 40},   {3, 40000}};
+  static const std::vector<Shape> all = {{7, 5},          {3, 4, 33, 35}, {2, 3, 1025}, {2, 3, 4, 5, 6},
+                                         {1, 2, 1, 2},    {64, 3, 9, 9},  {300, 7},     {257, 3, 5},
+                                         {32, 8, 28, 28}, {300, 40},      {3, 40000}};
   return all;
 }
 

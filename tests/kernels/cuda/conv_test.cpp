@@ -41,7 +41,7 @@ testing::Tolerance conv_tolerance(DType dt) {
     case DType::Float64: return {1e-10, 1e-10};
     case DType::Float32: return {1e-4, 1e-4};  // FMA math, sums in another order
     case DType::Float16: return {1e-2, 1e-2};
-    default: return {4e-2, 4e-2};              // bfloat16
+    default: return {4e-2, 4e-2};  // bfloat16
   }
 }
 
@@ -192,14 +192,14 @@ TEST(CudaConv2d, ChannelsLastGradientsAreChannelsLast) {
 TEST(CudaConv2d, SmallFiltersWeightGradientsMatchTheCpu) {
   EMBER_REQUIRE_CUDA();
   const std::vector<Case> small = {
-      {{64, 1, 28, 28}, {32, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},     // 9 taps, 50176 positions
-      {{3, 3, 33, 31}, {40, 3, 3, 3}, {2, 2}, {1, 0}, {1, 1}, 1},      // RGB, 27 taps, 40 channels
-      {{2, 48, 13, 15}, {48, 1, 3, 3}, {1, 2}, {2, 2}, {2, 2}, 48},    // depthwise, dilated
-      {{2, 4, 9, 10}, {10, 2, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 2},       // grouped, 18 taps
-      {{3, 16, 7, 9}, {33, 16, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 1},      // 1x1 over 16 channels
-      {{2, 1, 19, 17}, {5, 1, 5, 5}, {1, 1}, {2, 2}, {1, 1}, 1},       // 25 taps
-      {{2, 2, 9, 10}, {10, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 2},       // a group's last chunk partial
-      {{4, 4, 30, 30}, {12, 2, 2, 2}, {1, 1}, {0, 0}, {1, 1}, 2},      // 2 channels a group, 8 taps
+      {{64, 1, 28, 28}, {32, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},   // 9 taps, 50176 positions
+      {{3, 3, 33, 31}, {40, 3, 3, 3}, {2, 2}, {1, 0}, {1, 1}, 1},    // RGB, 27 taps, 40 channels
+      {{2, 48, 13, 15}, {48, 1, 3, 3}, {1, 2}, {2, 2}, {2, 2}, 48},  // depthwise, dilated
+      {{2, 4, 9, 10}, {10, 2, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 2},     // grouped, 18 taps
+      {{3, 16, 7, 9}, {33, 16, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 1},    // 1x1 over 16 channels
+      {{2, 1, 19, 17}, {5, 1, 5, 5}, {1, 1}, {2, 2}, {1, 1}, 1},     // 25 taps
+      {{2, 2, 9, 10}, {10, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 2},     // a group's last chunk partial
+      {{4, 4, 30, 30}, {12, 2, 2, 2}, {1, 1}, {0, 0}, {1, 1}, 2},    // 2 channels a group, 8 taps
   };
   const MemoryFormat cl = MemoryFormat::ChannelsLast;
   ASSERT_EQ(setenv("EMBER_CONV_AUTOTUNE_LOG", "1", 1), 0);

@@ -18,8 +18,8 @@
 namespace ember {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::cuda_matches_cpu;
+using ::testing::HasSubstr;
 
 // Targets in [0, c) with every fourth row (from the third) ignore_index.
 Tensor targets(int64_t n, int64_t c, int64_t ignore_index, DType dtype, uint64_t seed) {
@@ -50,8 +50,8 @@ TEST(CudaCrossEntropy, MatchesTheCpuForwardAndBackward) {
           Tensor x = (randn({n, c}, DType::Float64, kCPU, &g) * 2.0).to(dt).set_requires_grad();
           Tensor t = targets(n, c, -100, tdt, uint64_t(c + n));
           EXPECT_TRUE(cuda_matches_cpu(
-              [&](const TensorList& in) { return TensorList{cross_entropy_loss(in[0], in[1], -100, e, r)}; },
-              {x, t}, /*grads=*/true, tolerance(dt)))
+              [&](const TensorList& in) { return TensorList{cross_entropy_loss(in[0], in[1], -100, e, r)}; }, {x, t},
+              /*grads=*/true, tolerance(dt)))
               << dtype_name(dt) << " n " << n << " c " << c << " reduction " << int(r) << " smoothing " << e;
         }
       }
@@ -65,9 +65,7 @@ TEST(CudaCrossEntropy, TransposedLogitsAndAnotherIgnoreIndex) {
   Tensor base = randn({12, 37}, DType::Float32, kCPU, &g).set_requires_grad();
   Tensor t = targets(37, 12, 5, DType::Int64, 4);
   EXPECT_TRUE(cuda_matches_cpu(
-      [](const TensorList& in) {
-        return TensorList{cross_entropy_loss(in[0].t(), in[1], 5, 0.05, Reduction::Mean)};
-      },
+      [](const TensorList& in) { return TensorList{cross_entropy_loss(in[0].t(), in[1], 5, 0.05, Reduction::Mean)}; },
       {base, t}, true, tolerance(DType::Float32)));
 }
 

@@ -21,9 +21,10 @@ Tensor random_input(const Shape& shape, DType dtype, uint64_t seed) {
 TEST(CudaElementwise, UnaryFloatOpsAllSizesAndDtypes) {
   EMBER_REQUIRE_CUDA();
   using Fn = Tensor (*)(const Tensor&);
-  const std::pair<const char*, Fn> ops[] = {
-      {"neg", &neg}, {"exp", &exp}, {"tanh", &tanh}, {"sigmoid", &sigmoid}, {"relu", &relu}, {"gelu", &gelu},
-      {"abs", &abs}, {"sign", &sign}, {"sin", &sin}, {"cos", &cos}, {"square", &square}, {"reciprocal", &reciprocal}};
+  const std::pair<const char*, Fn> ops[] = {{"neg", &neg},         {"exp", &exp},       {"tanh", &tanh},
+                                            {"sigmoid", &sigmoid}, {"relu", &relu},     {"gelu", &gelu},
+                                            {"abs", &abs},         {"sign", &sign},     {"sin", &sin},
+                                            {"cos", &cos},         {"square", &square}, {"reciprocal", &reciprocal}};
   for (DType dt : kFloatTypes) {
     for (int64_t n : odd_sizes()) {
       Tensor x = random_input({n}, dt, uint64_t(n));
@@ -59,8 +60,8 @@ TEST(CudaElementwise, IntegerAndBoolOps) {
     Tensor a = randint(-50, 50, {n}, DType::Int64), b = randint(1, 9, {n}, DType::Int32);
     EXPECT_TRUE(cuda_matches_cpu(
         [](const TensorList& in) {
-          return TensorList{in[0] + in[1], in[0] * in[1], in[0] - 3, maximum(in[0], in[1]), abs(in[0]),
-                            pow(in[1], 3), in[0] / in[1], in[0] > in[1], eq(in[0], 7), logical_not(in[0] > 0)};
+          return TensorList{in[0] + in[1], in[0] * in[1], in[0] - 3,     maximum(in[0], in[1]), abs(in[0]),
+                            pow(in[1], 3), in[0] / in[1], in[0] > in[1], eq(in[0], 7),          logical_not(in[0] > 0)};
         },
         {a, b}))
         << n;
@@ -76,13 +77,16 @@ TEST(CudaElementwise, ComparisonsWhereCastsAndFills) {
                           where(in[0] > 0, in[0], 0.0)};
       },
       {a, b}));
-  for (DType from : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::Int32, DType::Int64,
-                     DType::Bool}) {
+  for (DType from :
+       {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::Int32, DType::Int64, DType::Bool}) {
     Tensor x = (random_input({1025}, DType::Float32, 7) * 100.0).to(from);
-    for (DType to : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::Int32, DType::Int64,
-                     DType::Bool}) {
-      EXPECT_TRUE(cuda_matches_cpu([to](const TensorList& in) { return TensorList{in[0].to(to), in[0].t().to(to)}; },
-                                   {x}))
+    for (DType to :
+         {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::Int32, DType::Int64, DType::Bool}) {
+      EXPECT_TRUE(cuda_matches_cpu(
+          [to](const TensorList& in) {
+            return TensorList{in[0].to(to), in[0].t().to(to)};
+          },
+          {x}))
           << dtype_name(from) << " -> " << dtype_name(to);
     }
   }

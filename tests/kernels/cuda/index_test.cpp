@@ -4,7 +4,8 @@
 // indices, the 16-byte row path of embedding and its fallbacks, repeated
 // indices (atomics: exact with integer-valued data, a tolerance otherwise),
 // gradients, and the out-of-range error, raised at the next wait for the
-// device without the op waiting, which must leave the process working. Also cat/stack/split/chunk on CUDA, which go through copy_.
+// device without the op waiting, which must leave the process working. Also cat/stack/split/chunk on CUDA, which go
+// through copy_.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -96,8 +97,8 @@ TEST(CudaIndex, IndexSelectOddSizes) {
     for (DType it : kIndexTypes) {
       Tensor x = random_values({n}, DType::Float32, uint64_t(n));
       Tensor idx = random_index(n, {n}, it, uint64_t(n) + 1);
-      EXPECT_TRUE(cuda_matches_cpu(
-          [](const TensorList& in) { return TensorList{index_select(in[0], 0, in[1])}; }, {x, idx}))
+      EXPECT_TRUE(
+          cuda_matches_cpu([](const TensorList& in) { return TensorList{index_select(in[0], 0, in[1])}; }, {x, idx}))
           << n << " " << dtype_name(it);
       // Rows of n elements (never 16-byte multiples: the element path) and of 3.
       Tensor rows = random_values({4, n}, DType::Float16, uint64_t(n) + 2);
@@ -142,8 +143,8 @@ TEST(CudaIndex, GatherEveryDtypeDimAndIndexType) {
         Shape ishape = {4, 5, 6};  // smaller than x in the other dims
         ishape[size_t(dim)] = 9;
         Tensor idx = random_index(x.size(dim), ishape, it, 6 + uint64_t(dim));
-        EXPECT_TRUE(cuda_matches_cpu(
-            [dim](const TensorList& in) { return TensorList{gather(in[0], dim, in[1])}; }, {x, idx}))
+        EXPECT_TRUE(
+            cuda_matches_cpu([dim](const TensorList& in) { return TensorList{gather(in[0], dim, in[1])}; }, {x, idx}))
             << what(dt, it) << " dim " << dim;
       }
       // A permuted input and a permuted (non-contiguous) index.
@@ -166,7 +167,9 @@ TEST(CudaIndex, GatherOddSizesAndGradients) {
     Tensor x = random_values({2, n}, DType::Float32, uint64_t(n));
     Tensor idx = random_index(n, {2, n}, DType::Int64, uint64_t(n) + 1);
     EXPECT_TRUE(cuda_matches_cpu(
-        [](const TensorList& in) { return TensorList{gather(in[0], 1, in[1]), gather(in[0].t(), 0, in[1].t())}; },
+        [](const TensorList& in) {
+          return TensorList{gather(in[0], 1, in[1]), gather(in[0].t(), 0, in[1].t())};
+        },
         {x, idx}))
         << n;
   }
@@ -196,9 +199,9 @@ TEST(CudaIndex, ScatterAddEveryDtypeDimAndIndexType) {
         Shape ishape = {4, 5, 6};
         ishape[size_t(dim)] = 6;
         Tensor idx = random_index(x.size(dim), ishape, it, 14 + uint64_t(dim));
-        EXPECT_TRUE(cuda_matches_cpu(
-            [dim](const TensorList& in) { return TensorList{scatter_add(in[0], dim, in[1], in[2])}; },
-            {x, idx, src}, false, atomic_tolerance(dt)))
+        EXPECT_TRUE(
+            cuda_matches_cpu([dim](const TensorList& in) { return TensorList{scatter_add(in[0], dim, in[1], in[2])}; },
+                             {x, idx, src}, false, atomic_tolerance(dt)))
             << what(dt, it) << " dim " << dim;
       }
       // Permuted input, src and index.
@@ -225,7 +228,8 @@ TEST(CudaIndex, ScatterAddOddSizes) {
       Tensor idx = random_index(n, {n}, DType::Int64, uint64_t(n) + 2);
       EXPECT_TRUE(cuda_matches_cpu(
           [](const TensorList& in) {
-            return TensorList{scatter_add(in[0], 0, in[1], in[2]), scatter_add(in[0], 0, in[1].to(DType::Int32), in[2])};
+            return TensorList{scatter_add(in[0], 0, in[1], in[2]),
+                              scatter_add(in[0], 0, in[1].to(DType::Int32), in[2])};
           },
           {x, idx, src}, false, atomic_tolerance(dt)))
           << n << " " << dtype_name(dt);
@@ -247,17 +251,15 @@ TEST(CudaIndex, ScatterAddHeavyContentionIsExactOnIntegerValuedData) {
     Tensor x = zeros({3}, dt);
     for (DType it : kIndexTypes) {
       Tensor idx = random_index(3, {n}, it, 21);
-      EXPECT_TRUE(cuda_matches_cpu(
-          [](const TensorList& in) { return TensorList{scatter_add(in[0], 0, in[1], in[2])}; }, {x, idx, src}, false,
-          Tolerance{0, 0}))
+      EXPECT_TRUE(cuda_matches_cpu([](const TensorList& in) { return TensorList{scatter_add(in[0], 0, in[1], in[2])}; },
+                                   {x, idx, src}, false, Tolerance{0, 0}))
           << what(dt, it);
     }
   }
   Tensor flags = zeros({2}, DType::Bool);
   Tensor src = random_values({4097}, DType::Bool, 22);
-  EXPECT_TRUE(cuda_matches_cpu(
-      [](const TensorList& in) { return TensorList{scatter_add(in[0], 0, in[1], in[2])}; },
-      {flags, random_index(2, {4097}, DType::Int64, 23), src}));
+  EXPECT_TRUE(cuda_matches_cpu([](const TensorList& in) { return TensorList{scatter_add(in[0], 0, in[1], in[2])}; },
+                               {flags, random_index(2, {4097}, DType::Int64, 23), src}));
 }
 
 TEST(CudaIndex, ScatterAddGradients) {
@@ -311,8 +313,7 @@ TEST(CudaIndex, EmbeddingEveryDtypeForward) {
     for (int64_t d : {3, 16}) {
       Tensor w = random_values({20, d}, dt, 40);
       Tensor idx = random_index(20, {5, 7}, DType::Int32, 41);
-      EXPECT_TRUE(cuda_matches_cpu([](const TensorList& in) { return TensorList{embedding(in[0], in[1])}; },
-                                   {w, idx}))
+      EXPECT_TRUE(cuda_matches_cpu([](const TensorList& in) { return TensorList{embedding(in[0], in[1])}; }, {w, idx}))
           << dtype_name(dt) << " dim " << d;
     }
   }
@@ -340,13 +341,18 @@ TEST(CudaIndex, OneHot) {
     for (DType it : kIndexTypes) {
       Tensor idx = random_index(10, {n}, it, uint64_t(n));
       EXPECT_TRUE(cuda_matches_cpu(
-          [](const TensorList& in) { return TensorList{one_hot(in[0]), one_hot(in[0], 12)}; }, {idx}))
+          [](const TensorList& in) {
+            return TensorList{one_hot(in[0]), one_hot(in[0], 12)};
+          },
+          {idx}))
           << n << " " << dtype_name(it);
     }
   }
   Tensor idx2 = random_index(7, {9, 5}, DType::Int32, 50);
   EXPECT_TRUE(cuda_matches_cpu(
-      [](const TensorList& in) { return TensorList{one_hot(in[0].t()), one_hot(in[0].slice(0, 1, 9, 2), 7)}; },
+      [](const TensorList& in) {
+        return TensorList{one_hot(in[0].t()), one_hot(in[0].slice(0, 1, 9, 2), 7)};
+      },
       {idx2}));
 }
 
@@ -482,7 +488,8 @@ TEST(CudaIndex, CatAndStackEveryDtypeAndDim) {
       EXPECT_TRUE(cuda_matches_cpu(
           [dim](const TensorList& in) {
             return TensorList{cat({in[0], in[1].narrow(dim < 0 ? 2 : dim, 1, 2)}, dim),
-                              cat({in[0], in[2].transpose(0, 2), in[1]}, dim), stack({in[0], in[2].transpose(0, 2)}, dim)};
+                              cat({in[0], in[2].transpose(0, 2), in[1]}, dim),
+                              stack({in[0], in[2].transpose(0, 2)}, dim)};
           },
           {a, b, c}))
           << dtype_name(dt) << " dim " << dim;
@@ -492,7 +499,9 @@ TEST(CudaIndex, CatAndStackEveryDtypeAndDim) {
   Tensor h = random_values({2, 3}, DType::Float16, 73), i = random_values({4, 3}, DType::Int32, 74);
   Tensor d = random_values({1, 3}, DType::Float64, 75);
   EXPECT_TRUE(cuda_matches_cpu(
-      [](const TensorList& in) { return TensorList{cat({in[0], in[1], in[2]}), stack({in[0], in[0].to(DType::Int64)})}; },
+      [](const TensorList& in) {
+        return TensorList{cat({in[0], in[1], in[2]}), stack({in[0], in[0].to(DType::Int64)})};
+      },
       {h, i, d}));
 }
 

@@ -112,7 +112,9 @@ TEST(CudaMatmul, BroadcastBatches) {
     // Operands expanded inside the function: stride-0 rows and batches.
     Tensor r = leaf({1, 4}, dt, 4), m = leaf({4, 3}, dt, 5);
     EXPECT_TRUE(cuda_matches_cpu(
-        [](const TensorList& in) { return TensorList{matmul(in[0].expand({3, 2, 4}), in[1].expand({3, 4, 3}))}; },
+        [](const TensorList& in) {
+          return TensorList{matmul(in[0].expand({3, 2, 4}), in[1].expand({3, 4, 3}))};
+        },
         {r, m}, grads, tol))
         << dtype_name(dt);
   }
@@ -128,23 +130,50 @@ TEST(CudaMatmul, TransposedNarrowedAndStridedOperands) {
     Fn fn;
   };
   const Case cases[] = {
-      {"both transposed", {k, m}, {n, k}, [](const TensorList& in) { return TensorList{matmul(in[0].t(), in[1].t())}; }},
-      {"narrowed (ld > cols)", {m + 3, k + 5}, {k + 3, n}, [](const TensorList& in) {
+      {"both transposed",
+       {k, m},
+       {n, k},
+       [](const TensorList& in) { return TensorList{matmul(in[0].t(), in[1].t())}; }},
+      {"narrowed (ld > cols)",
+       {m + 3, k + 5},
+       {k + 3, n},
+       [](const TensorList& in) {
          return TensorList{matmul(in[0].narrow(1, 2, k).narrow(0, 1, m), in[1].narrow(0, 1, k))};
        }},
-      {"no unit stride (copied)", {m, 2 * k}, {k, n},
+      {"no unit stride (copied)",
+       {m, 2 * k},
+       {k, n},
        [](const TensorList& in) { return TensorList{matmul(in[0].slice(1, 0, 2 * k, 2), in[1])}; }},
-      {"stride-0 rows", {1, k}, {k, n},
-       [](const TensorList& in) { return TensorList{matmul(in[0].expand({m, k}), in[1])}; }},
-      {"batched transposed", {4, k, m}, {4, n, k},
+      {"stride-0 rows",
+       {1, k},
+       {k, n},
+       [](const TensorList& in) {
+         return TensorList{matmul(in[0].expand({m, k}), in[1])};
+       }},
+      {"batched transposed",
+       {4, k, m},
+       {4, n, k},
        [](const TensorList& in) { return TensorList{matmul(in[0].transpose(1, 2), in[1].transpose(1, 2))}; }},
-      {"batch dim not outermost", {m, 4, k}, {k, n},
+      {"batch dim not outermost",
+       {m, 4, k},
+       {k, n},
        [](const TensorList& in) { return TensorList{matmul(in[0].transpose(0, 1), in[1])}; }},
-      {"permuted batch dims", {2, 3, m, k}, {n, k},
-       [](const TensorList& in) { return TensorList{matmul(in[0].permute({1, 0, 2, 3}), in[1].t())}; }},
-      {"expanded batch of A", {m, k}, {4, k, n},
-       [](const TensorList& in) { return TensorList{matmul(in[0].expand({4, m, k}), in[1])}; }},
-      {"strided vectors", {2 * k}, {k, n}, [](const TensorList& in) {
+      {"permuted batch dims",
+       {2, 3, m, k},
+       {n, k},
+       [](const TensorList& in) {
+         return TensorList{matmul(in[0].permute({1, 0, 2, 3}), in[1].t())};
+       }},
+      {"expanded batch of A",
+       {m, k},
+       {4, k, n},
+       [](const TensorList& in) {
+         return TensorList{matmul(in[0].expand({4, m, k}), in[1])};
+       }},
+      {"strided vectors",
+       {2 * k},
+       {k, n},
+       [](const TensorList& in) {
          Tensor v = in[0].slice(0, 0, 2 * k, 2);
          return TensorList{matmul(v, in[1]), matmul(in[1].t(), v), matmul(v, v)};
        }},
@@ -225,8 +254,8 @@ TEST(CudaGemm, AlphaBetaLeadingDimsAndBroadcastBatchMatchTheCpuKernel) {
       const bool ta = flags & 1, tb = flags & 2;
       for (double beta : {0.0, integral ? 3.0 : 0.5}) {
         const bool shared_a = flags == 1 || flags == 2;
-        Tensor a = random(shared_a ? Shape{ta ? k : m, (ta ? m : k) + 3} : Shape{batch, ta ? k : m, (ta ? m : k) + 3},
-                          dt, 1);
+        Tensor a =
+            random(shared_a ? Shape{ta ? k : m, (ta ? m : k) + 3} : Shape{batch, ta ? k : m, (ta ? m : k) + 3}, dt, 1);
         Tensor b = random({batch, tb ? n : k, (tb ? k : n) + 1}, dt, 2);
         Tensor c = random({batch, m, n + 2}, dt, 3);
         if (beta == 0 && !integral) c.fill_(std::numeric_limits<double>::quiet_NaN());
@@ -296,10 +325,11 @@ TEST(CudaGemm, TimedAndHeuristicAlgorithmChoicesMatchTheCpuAndAreKept) {
           gemm_stub(DeviceType::CUDA)(g);
           r = c_gpu.cpu();
         }
-        const std::string what = std::string(dtype_name(dt)) + " beta " + std::to_string(beta) +
-                                 (autotune ? ", timed" : ", heuristic");
+        const std::string what =
+            std::string(dtype_name(dt)) + " beta " + std::to_string(beta) + (autotune ? ", timed" : ", heuristic");
         EXPECT_TRUE(testing::tensors_close(results[0], c_cpu, tolerance(dt, k))) << what;
-        EXPECT_TRUE(testing::tensors_close(results[1], results[0], Tolerance{0, 0})) << what << ": the kept choice changed the bits";
+        EXPECT_TRUE(testing::tensors_close(results[1], results[0], Tolerance{0, 0}))
+            << what << ": the kept choice changed the bits";
       }
     }
   }
@@ -377,15 +407,33 @@ TEST(CudaLinear, LayoutsOddSizesAndTf32) {
     Fn fn;
   };
   const Case cases[] = {
-      {"transposed weight", {5, 33}, {33, 7}, 7,
+      {"transposed weight",
+       {5, 33},
+       {33, 7},
+       7,
        [](const TensorList& in) { return TensorList{linear(in[0], in[1].t(), in[2])}; }},
-      {"transposed x", {33, 5}, {7, 33}, 7,
+      {"transposed x",
+       {33, 5},
+       {7, 33},
+       7,
        [](const TensorList& in) { return TensorList{linear(in[0].t(), in[1], in[2])}; }},
-      {"permuted x (collapses)", {33, 2, 3}, {7, 33}, 7,
-       [](const TensorList& in) { return TensorList{linear(in[0].permute({1, 2, 0}), in[1], in[2])}; }},
-      {"batch dims that do not collapse", {3, 2, 33}, {7, 33}, 7,
+      {"permuted x (collapses)",
+       {33, 2, 3},
+       {7, 33},
+       7,
+       [](const TensorList& in) {
+         return TensorList{linear(in[0].permute({1, 2, 0}), in[1], in[2])};
+       }},
+      {"batch dims that do not collapse",
+       {3, 2, 33},
+       {7, 33},
+       7,
        [](const TensorList& in) { return TensorList{linear(in[0].transpose(0, 1), in[1], in[2])}; }},
-      {"stepped x and weight", {5, 66}, {7, 66}, 7, [](const TensorList& in) {
+      {"stepped x and weight",
+       {5, 66},
+       {7, 66},
+       7,
+       [](const TensorList& in) {
          return TensorList{linear(in[0].slice(1, 0, 66, 2), in[1].slice(1, 0, 66, 2), in[2])};
        }},
       {"odd sizes", {127, 257}, {7, 257}, 7, &linear_bias},
@@ -463,8 +511,8 @@ TEST(CudaLinear, TheBiasEpilogueRunsForTheCommonShapes) {
 // (op(A) = g^T stored row-major, op(B) = x) must not be declined.
 TEST(CudaGemm, BiasGradEpilogueMatchesTheCpuKernel) {
   EMBER_REQUIRE_CUDA();
-  const std::pair<DType, DType> pairs[] = {{DType::Float32, DType::Float32}, {DType::Float64, DType::Float64},
-                                           {DType::Float16, DType::Float16}, {DType::Float16, DType::Float32},
+  const std::pair<DType, DType> pairs[] = {{DType::Float32, DType::Float32},   {DType::Float64, DType::Float64},
+                                           {DType::Float16, DType::Float16},   {DType::Float16, DType::Float32},
                                            {DType::BFloat16, DType::BFloat16}, {DType::BFloat16, DType::Float32}};
   struct Shape3 {
     int64_t m, n, k;
@@ -489,9 +537,9 @@ TEST(CudaGemm, BiasGradEpilogueMatchesTheCpuKernel) {
         Tensor bias_gpu = full({m}, std::nan(""), c_dt, cuda_device(0));
         g.device = 0;
         g.a = a_gpu.data_ptr(), g.b = b_gpu.data_ptr(), g.c = c_gpu.data_ptr();
-        const std::string what = std::string(dtype_name(dt)) + " -> " + dtype_name(c_dt) + " " +
-                                 std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) +
-                                 " trans_a " + std::to_string(ta) + " trans_b " + std::to_string(tb);
+        const std::string what = std::string(dtype_name(dt)) + " -> " + dtype_name(c_dt) + " " + std::to_string(m) +
+                                 "x" + std::to_string(n) + "x" + std::to_string(k) + " trans_a " + std::to_string(ta) +
+                                 " trans_b " + std::to_string(tb);
         if (!gemm_bias_grad_stub(DeviceType::CUDA)(g, c_dt, bias_gpu.data_ptr())) {
           EXPECT_FALSE(ta && !tb && dt != DType::Float64) << what << ": declined linear's own layout";
           continue;
@@ -562,13 +610,14 @@ TEST(CudaMatmul, SideStreamsAndThreadsGetTheirOwnHandleBindings) {
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&, t] {
-      for (int i = 0; i < 2; ++i) results[size_t(2 * t + i)] = (i == 0 ? matmul(ag, bg) : linear(ag, bg.t(), biasg)).cpu();
+      for (int i = 0; i < 2; ++i)
+        results[size_t(2 * t + i)] = (i == 0 ? matmul(ag, bg) : linear(ag, bg.t(), biasg)).cpu();
     });
   }
   for (std::thread& th : threads) th.join();
   for (size_t i = 0; i < results.size(); ++i) {
-    EXPECT_TRUE(testing::tensors_close(results[i], i % 2 == 0 ? expected : expected_linear,
-                                       tolerance(DType::Float32, 96)))
+    EXPECT_TRUE(
+        testing::tensors_close(results[i], i % 2 == 0 ? expected : expected_linear, tolerance(DType::Float32, 96)))
         << "thread " << i / 2;
   }
 }

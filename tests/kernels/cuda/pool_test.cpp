@@ -20,12 +20,15 @@ struct Window {
 
 const std::vector<Window>& windows() {
   static const std::vector<Window> all = {
-      {{2, 2}, {2, 2}, {0, 0}, {1, 1}, false}, {{3, 3}, {2, 2}, {1, 1}, {1, 1}, true},
-      {{3, 2}, {1, 2}, {1, 0}, {2, 1}, true},  {{5, 3}, {3, 2}, {2, 1}, {1, 3}, false},
+      {{2, 2}, {2, 2}, {0, 0}, {1, 1}, false},
+      {{3, 3}, {2, 2}, {1, 1}, {1, 1}, true},
+      {{3, 2}, {1, 2}, {1, 0}, {2, 1}, true},
+      {{5, 3}, {3, 2}, {2, 1}, {1, 3}, false},
       {{4, 4}, {3, 3}, {2, 2}, {1, 1}, true},
       // Windows that tile the plane (max backward's output-centric kernel),
       // with rows and columns left over or a last window cut by ceil_mode.
-      {{3, 3}, {3, 3}, {0, 0}, {1, 1}, true},  {{2, 3}, {2, 3}, {0, 0}, {1, 1}, false},
+      {{3, 3}, {3, 3}, {0, 0}, {1, 1}, true},
+      {{2, 3}, {2, 3}, {0, 0}, {1, 1}, false},
   };
   return all;
 }
@@ -128,13 +131,27 @@ TEST(CudaPool2d, AvgSecondOrderGradientsMatchCpu) {
 // padding, an adaptive one: the channels-last tests' cases.
 const std::vector<std::function<Tensor(const Tensor&)>>& channels_last_pools() {
   static const std::vector<std::function<Tensor(const Tensor&)>> pools = {
-      [](const Tensor& t) { return max_pool2d(t, {2, 2}); },
-      [](const Tensor& t) { return max_pool2d(t, {3, 3}, {2, 2}, {1, 1}, {1, 1}, true); },
-      [](const Tensor& t) { return max_pool2d(t, {3, 2}, {1, 2}, {1, 0}, {2, 1}, true); },
-      [](const Tensor& t) { return max_pool2d(t, {2, 3}, {2, 3}, {0, 0}, {1, 1}, false); },
-      [](const Tensor& t) { return avg_pool2d(t, {3, 3}, {2, 2}, {1, 1}, true, false); },
-      [](const Tensor& t) { return avg_pool2d(t, {2, 2}); },
-      [](const Tensor& t) { return adaptive_avg_pool2d(t, {5, 3}); },
+      [](const Tensor& t) {
+        return max_pool2d(t, {2, 2});
+      },
+      [](const Tensor& t) {
+        return max_pool2d(t, {3, 3}, {2, 2}, {1, 1}, {1, 1}, true);
+      },
+      [](const Tensor& t) {
+        return max_pool2d(t, {3, 2}, {1, 2}, {1, 0}, {2, 1}, true);
+      },
+      [](const Tensor& t) {
+        return max_pool2d(t, {2, 3}, {2, 3}, {0, 0}, {1, 1}, false);
+      },
+      [](const Tensor& t) {
+        return avg_pool2d(t, {3, 3}, {2, 2}, {1, 1}, true, false);
+      },
+      [](const Tensor& t) {
+        return avg_pool2d(t, {2, 2});
+      },
+      [](const Tensor& t) {
+        return adaptive_avg_pool2d(t, {5, 3});
+      },
   };
   return pools;
 }
@@ -182,8 +199,8 @@ TEST(CudaPool2d, InputTakesItsGradientInAnyLayoutAsTheCpu) {
                 return TensorList{format == cl ? testing::channels_last_output(dx) : dx};
               },
               {x, gy}))
-              << dtype_name(dt) << " pool " << k << (format == cl ? " channels-last" : " nchw") << " input, gradient layout "
-              << l;
+              << dtype_name(dt) << " pool " << k << (format == cl ? " channels-last" : " nchw")
+              << " input, gradient layout " << l;
         }
       }
     }

@@ -99,8 +99,8 @@ TEST(CudaReduce, MaxMinAndArgsEveryRowLengthAndDtypeWithTies) {
           [](const TensorList& in) {
             auto [vmax, imax] = max(in[0], 1);
             auto [vmin, imin] = min(in[0], 1);
-            return TensorList{amax(in[0], {1}), amin(in[0], {1}), vmax,         imax,         vmin,
-                              imin,             argmax(in[0], 1), argmin(in[0], 1), argmax(in[0]), argmin(in[0])};
+            return TensorList{amax(in[0], {1}), amin(in[0], {1}), vmax,          imax,         vmin, imin,
+                              argmax(in[0], 1), argmin(in[0], 1), argmax(in[0]), argmin(in[0])};
           },
           {x}))
           << dtype_name(dt) << " n=" << n;
@@ -157,7 +157,9 @@ TEST(CudaReduce, VarStdLogsumexpEveryRowLengthAndFloatDtype) {
           {x}, false, stats_tolerance(dt)))
           << "var/std " << dtype_name(dt) << " n=" << n;
       EXPECT_TRUE(cuda_matches_cpu(
-          [](const TensorList& in) { return TensorList{logsumexp(in[0], {1}), logsumexp(in[0], {0, 1})}; },
+          [](const TensorList& in) {
+            return TensorList{logsumexp(in[0], {1}), logsumexp(in[0], {0, 1})};
+          },
           {x * 20.0}))  // large values: the max must be subtracted
           << "logsumexp " << dtype_name(dt) << " n=" << n;
     }
@@ -214,14 +216,16 @@ TEST(CudaReduce, MiddleAndLeadingDimsEveryOp) {
       EXPECT_TRUE(cuda_matches_cpu(
           [d](const TensorList& in) {
             auto [v, i] = max(in[0], d);
-            return TensorList{sum(in[0], {d}),    mean(in[0], {d}),   amax(in[0], {d}), amin(in[0], {d}),   v,
-                              i,                  argmin(in[0], d),   logsumexp(in[0], {d})};
+            return TensorList{sum(in[0], {d}),  mean(in[0], {d}),     amax(in[0], {d}), amin(in[0], {d}), v, i,
+                              argmin(in[0], d), logsumexp(in[0], {d})};
           },
           {x}))
           << dtype_name(dt) << " " << shape_str(c.shape) << " dim " << d;
       EXPECT_TRUE(cuda_matches_cpu(
-          [d](const TensorList& in) { return TensorList{var(in[0], {d}), std(in[0], {d}, 0)}; }, {x}, false,
-          stats_tolerance(dt)))
+          [d](const TensorList& in) {
+            return TensorList{var(in[0], {d}), std(in[0], {d}, 0)};
+          },
+          {x}, false, stats_tolerance(dt)))
           << "var/std " << dtype_name(dt) << " " << shape_str(c.shape) << " dim " << d;
     }
   }
@@ -277,8 +281,8 @@ TEST(CudaReduce, EmptyDimsWriteTheIdentity) {
   Tensor x = zeros({3, 0, 4}), e = zeros({0, 5}), i = zeros({3, 0}, DType::Int32);
   EXPECT_TRUE(cuda_matches_cpu(
       [](const TensorList& in) {
-        return TensorList{sum(in[0], {1}),       mean(in[0], {1}),   var(in[0], {1}), std(in[0], {1}, 0),
-                          logsumexp(in[0], {1}), sum(in[0]),         sum(in[1], {1}), amax(in[1], {1}),
+        return TensorList{sum(in[0], {1}),       mean(in[0], {1}), var(in[0], {1}), std(in[0], {1}, 0),
+                          logsumexp(in[0], {1}), sum(in[0]),       sum(in[1], {1}), amax(in[1], {1}),
                           argmax(in[1], 1),      sum(in[2], {1})};
       },
       {x, e, i}));
@@ -291,8 +295,13 @@ TEST(CudaReduce, GradientsMatchCpu) {
   EXPECT_TRUE(cuda_matches_cpu(
       [](const TensorList& in) {
         const Tensor& a = in[0];
-        return TensorList{sum(a, {1}),       mean(a, {0}),          var(a, {1}),        std(a.t(), {0}, 0),
-                          logsumexp(a, {1}), max(a, 1).first,       sum(a.narrow(1, 3, 1000)),
+        return TensorList{sum(a, {1}),
+                          mean(a, {0}),
+                          var(a, {1}),
+                          std(a.t(), {0}, 0),
+                          logsumexp(a, {1}),
+                          max(a, 1).first,
+                          sum(a.narrow(1, 3, 1000)),
                           mean(a.t(), {1}, true)};
       },
       {x}, /*grads=*/true));
@@ -305,7 +314,10 @@ TEST(CudaReduce, GradientsMatchCpu) {
   for (DType dt : {DType::Float32, DType::Float16, DType::BFloat16}) {
     Tensor h = eighths({33, 40}, dt, 33).set_requires_grad();
     EXPECT_TRUE(cuda_matches_cpu(
-        [](const TensorList& in) { return TensorList{sum(in[0], {0}), mean(in[0], {1}), amax(in[0], {1})}; }, {h},
+        [](const TensorList& in) {
+          return TensorList{sum(in[0], {0}), mean(in[0], {1}), amax(in[0], {1})};
+        },
+        {h},
         /*grads=*/true))
         << dtype_name(dt);
   }

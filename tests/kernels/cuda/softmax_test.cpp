@@ -87,8 +87,8 @@ TEST(CudaSoftmax, MiddleAndLeadingDimsAndViews) {
     Shape shape;
     int64_t dim;
   };
-  const Case cases[] = {{{1025, 7}, 0}, {{3, 1025, 5}, 1}, {{4, 33, 64}, 1}, {{2, 5, 40}, 0}, {{3, 1, 9}, 1},
-                        {{2, 700, 2}, 1}, {{6, 3, 1}, 1}};
+  const Case cases[] = {{{1025, 7}, 0}, {{3, 1025, 5}, 1}, {{4, 33, 64}, 1}, {{2, 5, 40}, 0},
+                        {{3, 1, 9}, 1}, {{2, 700, 2}, 1},  {{6, 3, 1}, 1}};
   for (DType dt : kFloatTypes) {
     for (const Case& c : cases) {
       Tensor x = normal(c.shape, dt, uint64_t(c.shape[1])).set_requires_grad();
@@ -121,11 +121,11 @@ TEST(CudaSoftmax, NanAndInfiniteRows) {
   for (DType dt : kFloatTypes) {
     for (int64_t n : {int64_t(7), int64_t(33), int64_t(1024), int64_t(4097), int64_t(65537)}) {
       std::vector<double> v = to_vector<double>(normal({5, n}, DType::Float64, 4));
-      v[size_t(n / 2)] = kNaN;                                             // row 0
-      for (int64_t k = 0; k < n; ++k) v[size_t(n + k)] = -kInf;            // row 1
-      v[size_t(2 * n + n - 1)] = kInf;                                     // row 2
-      for (int64_t k = 0; k < n; k += 2) v[size_t(3 * n + k)] = -kInf;     // row 3
-      v[size_t(4 * n)] = kNaN;                                             // row 4
+      v[size_t(n / 2)] = kNaN;                                          // row 0
+      for (int64_t k = 0; k < n; ++k) v[size_t(n + k)] = -kInf;         // row 1
+      v[size_t(2 * n + n - 1)] = kInf;                                  // row 2
+      for (int64_t k = 0; k < n; k += 2) v[size_t(3 * n + k)] = -kInf;  // row 3
+      v[size_t(4 * n)] = kNaN;                                          // row 4
       Tensor x = from_vector(v, {5, n}).to(dt);
       EXPECT_TRUE(cuda_matches_cpu(
           [](const TensorList& in) {
@@ -178,18 +178,16 @@ TEST(CudaSoftmax, EveryForcedPathMatchesTheCpu) {
     std::vector<int64_t> row_lengths;
   };
   const Case cases[] = {
-      {cuda::SoftmaxPath::Warp, {1, 7, 64, 1000, 1024}},
-      {cuda::SoftmaxPath::Register, {8, 64, 1024, 4096, 8192}},
-      {cuda::SoftmaxPath::Cached, {7, 64, 1025, 4096, 4097}},
-      {cuda::SoftmaxPath::Online, {7, 64, 1025, 4097, 65537}},
+      {cuda::SoftmaxPath::Warp, {1, 7, 64, 1000, 1024}},      {cuda::SoftmaxPath::Register, {8, 64, 1024, 4096, 8192}},
+      {cuda::SoftmaxPath::Cached, {7, 64, 1025, 4096, 4097}}, {cuda::SoftmaxPath::Online, {7, 64, 1025, 4097, 65537}},
       {cuda::SoftmaxPath::Strided, {1, 7, 1025, 4097}},
   };
   for (const Case& c : cases) {
     for (DType dt : kFloatTypes) {
       for (int64_t n : c.row_lengths) {
         // The register kernel takes rows of whole 16-byte vectors, up to 2048 of them.
-        if (c.path == cuda::SoftmaxPath::Register && (n % (16 / int64_t(dtype_size(dt))) != 0 ||
-                                                      n > 2048 * (16 / int64_t(dtype_size(dt))))) {
+        if (c.path == cuda::SoftmaxPath::Register &&
+            (n % (16 / int64_t(dtype_size(dt))) != 0 || n > 2048 * (16 / int64_t(dtype_size(dt))))) {
           continue;
         }
         ForcedPath forced(c.path);
@@ -216,8 +214,11 @@ TEST(CudaSoftmax, AForcedPathThatCannotTakeTheShapeSaysWhy) {
   }
   {
     ForcedPath forced(cuda::SoftmaxPath::Online);
-    EXPECT_TRUE(testing::throws_with([&] { softmax(randn({2, 8, 3}, DType::Float32, cuda_device()), 1); },
-                                     {"softmax", "'online'", "inner 3", "inner == 1"}));
+    EXPECT_TRUE(testing::throws_with(
+        [&] {
+          softmax(randn({2, 8, 3}, DType::Float32, cuda_device()), 1);
+        },
+        {"softmax", "'online'", "inner 3", "inner == 1"}));
   }
   {
     Tensor x = long_rows.clone().set_requires_grad();

@@ -10,8 +10,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <limits>
 #include <functional>
+#include <limits>
 #include <memory>
 
 #include "core/cuda/busy_wait.h"
@@ -34,8 +34,7 @@ TEST(AmpCuda, AutocastPicksTheDtypesOnTheGpu) {
   EXPECT_EQ(linear(a, w).dtype(), DType::Float16);
   EXPECT_EQ(matmul(a, w.t()).dtype(), DType::Float16);
   EXPECT_EQ(softmax(linear(a, w), 1).dtype(), DType::Float32);
-  EXPECT_EQ(nn::functional::cross_entropy(linear(a, w), randint(0, 4, {8}, DType::Int64, d)).dtype(),
-            DType::Float32);
+  EXPECT_EQ(nn::functional::cross_entropy(linear(a, w), randint(0, 4, {8}, DType::Int64, d)).dtype(), DType::Float32);
   // CPU tensors are not touched by CUDA autocast.
   EXPECT_EQ(linear(a.cpu(), w.cpu()).dtype(), DType::Float32);
 }

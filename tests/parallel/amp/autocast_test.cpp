@@ -145,8 +145,8 @@ TEST(Autocast, NestedRegionsDisableAndChangeDtype) {
 }
 
 TEST(Autocast, OnlyHalfDtypes) {
-  EXPECT_TRUE(throws_with([] { autocast guard(DType::Float32, kCpuType); },
-                          {"autocast", "float32", "float16 or bfloat16"}));
+  EXPECT_TRUE(
+      throws_with([] { autocast guard(DType::Float32, kCpuType); }, {"autocast", "float32", "float16 or bfloat16"}));
   EXPECT_TRUE(throws_with([] { autocast guard(kCpuType, DType::Float64); }, {"float64"}));
   EXPECT_FALSE(amp::is_autocast_enabled(kCpuType));
 }
@@ -599,9 +599,9 @@ TEST(Autocast, TheStateIsPerThread) {
 TEST_P(AutocastOps, GradientsMatchFloat32WithinHalfPrecision) {
   const DType low = GetParam();
   manual_seed(4);
-  auto model = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(16, 32), std::make_shared<nn::ReLU>(),
-                                                std::make_shared<nn::LayerNorm>(Shape{32}),
-                                                std::make_shared<nn::Linear>(32, 5));
+  auto model =
+      std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(16, 32), std::make_shared<nn::ReLU>(),
+                                       std::make_shared<nn::LayerNorm>(Shape{32}), std::make_shared<nn::Linear>(32, 5));
   auto reference = nn::clone(model);
   Tensor x = randn32({8, 16});
   Tensor target = randint(0, 5, {8});

@@ -14,9 +14,9 @@ namespace {
 using testing::throws_with;
 
 std::shared_ptr<nn::Sequential> small_cnn() {
-  return std::make_shared<nn::Sequential>(
-      std::make_shared<nn::Conv2d>(1, 4, 3, 1, 1), std::make_shared<nn::BatchNorm2d>(4),
-      std::make_shared<nn::ReLU>(), std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(4 * 6 * 6, 3));
+  return std::make_shared<nn::Sequential>(std::make_shared<nn::Conv2d>(1, 4, 3, 1, 1),
+                                          std::make_shared<nn::BatchNorm2d>(4), std::make_shared<nn::ReLU>(),
+                                          std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(4 * 6 * 6, 3));
 }
 
 class HalfModel : public ::testing::TestWithParam<DType> {};

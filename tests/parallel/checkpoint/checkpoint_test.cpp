@@ -89,7 +89,8 @@ TEST(Checkpoint, DropoutRecomputesTheSameMask) {
   parallel::CheckpointOptions no_replay;
   no_replay.preserve_rng_state = false;
   Result unreplayed = run(*model, [&](const Tensor& x) {
-    return checkpoint(no_replay, [model](const Tensor& in) { return model->forward(in); }, x);
+    return checkpoint(
+        no_replay, [model](const Tensor& in) { return model->forward(in); }, x);
   });
   EXPECT_TRUE(equal(unreplayed.loss, plain.loss));
   EXPECT_FALSE(equal(unreplayed.grads[0], plain.grads[0]));
@@ -234,19 +235,23 @@ TEST(Checkpoint, HigherOrderGradientsAreAnError) {
 TEST(Checkpoint, AFunctionThatComputesSomethingElseOnRecomputationIsAnError) {
   Tensor x = randn({4}).set_requires_grad();
   auto calls = std::make_shared<int>(0);
-  Tensor y = checkpoint([calls](const Tensor& in) {
-               ++*calls;
-               return *calls == 1 ? square(in) : square(in.narrow(0, 0, 2));
-             },
-             x).sum();
+  Tensor y = checkpoint(
+                 [calls](const Tensor& in) {
+                   ++*calls;
+                   return *calls == 1 ? square(in) : square(in.narrow(0, 0, 2));
+                 },
+                 x)
+                 .sum();
   EXPECT_TRUE(throws_with([&] { y.backward(); }, {"checkpoint", "[2]", "[4]", "same thing"}));
   Tensor z = randn({4}).set_requires_grad();
   auto extra = std::make_shared<int>(0);
-  Tensor w = checkpoint([extra](const Tensor& in) {
-               ++*extra;
-               return *extra == 1 ? square(in) : square(square(in));
-             },
-             z).sum();
+  Tensor w = checkpoint(
+                 [extra](const Tensor& in) {
+                   ++*extra;
+                   return *extra == 1 ? square(in) : square(square(in));
+                 },
+                 z)
+                 .sum();
   EXPECT_TRUE(throws_with([&] { w.backward(); }, {"checkpoint", "more tensors"}));
 }
 

@@ -10,9 +10,9 @@
 
 #include <atomic>
 
+#include "core/cuda/fake_device_system.h"
 #include "ember.h"
 #include "examples/train/models.h"
-#include "core/cuda/fake_device_system.h"
 #include "parallel/data_parallel/scatter_gather.h"
 #include "parallel/data_parallel/warn_once.h"
 #include "support/error_message.h"

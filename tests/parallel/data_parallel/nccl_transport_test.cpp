@@ -43,8 +43,11 @@ Tensor poisoned(int64_t n, DType dtype, Device d) {
 
 TEST(NcclTransport, DevicesThatAreNotDistinctGpusAreAnError) {
   EXPECT_TRUE(testing::throws_with([] { nccl_transport({kCPU}); }, {"nccl_transport", "cpu", "copy_transport"}));
-  EXPECT_TRUE(testing::throws_with([] { nccl_transport({cuda_device(0), cuda_device(0)}); },
-                                   {"nccl_transport", "cuda:0", "twice"}));
+  EXPECT_TRUE(testing::throws_with(
+      [] {
+        nccl_transport({cuda_device(0), cuda_device(0)});
+      },
+      {"nccl_transport", "cuda:0", "twice"}));
   EXPECT_TRUE(testing::throws_with([] { nccl_transport({}); }, {"nccl_transport", "no devices"}));
 }
 

@@ -118,7 +118,10 @@ TEST(ParallelApply, ReplicasGetTheCallersAutocastState) {
     auto dtypes_of_linear = [&] {
       std::vector<Value> out = parallel_apply(
           probes(3), inputs(3), std::vector<Device>(3, kCPU),
-          [](nn::Module&, const Value& in) { return Value(linear(in.tensor().view({1, 1}), ones({2, 1}))); }, threads);
+          [](nn::Module&, const Value& in) {
+            return Value(linear(in.tensor().view({1, 1}), ones({2, 1})));
+          },
+          threads);
       std::vector<DType> dtypes;
       for (const Value& v : out) dtypes.push_back(v.tensor().dtype());
       return dtypes;

@@ -34,17 +34,36 @@ class RankEnv : public ::testing::Test {
     for (const auto& [name, value] : vars) setenv(name.c_str(), value.c_str(), 1);
   }
 
-  static constexpr const char* kNames[] = {
-      "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-      "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
-      "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE",
-      "SLURM_STEP_TASKS_PER_NODE", "SLURM_NODEID", "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"};
+  static constexpr const char* kNames[] = {"RANK",
+                                           "WORLD_SIZE",
+                                           "LOCAL_RANK",
+                                           "LOCAL_WORLD_SIZE",
+                                           "MASTER_ADDR",
+                                           "MASTER_PORT",
+                                           "OMPI_COMM_WORLD_RANK",
+                                           "OMPI_COMM_WORLD_SIZE",
+                                           "OMPI_COMM_WORLD_LOCAL_RANK",
+                                           "OMPI_COMM_WORLD_LOCAL_SIZE",
+                                           "SLURM_PROCID",
+                                           "SLURM_NTASKS",
+                                           "SLURM_LOCALID",
+                                           "SLURM_NTASKS_PER_NODE",
+                                           "SLURM_TASKS_PER_NODE",
+                                           "SLURM_STEP_TASKS_PER_NODE",
+                                           "SLURM_NODEID",
+                                           "SLURM_STEP_NODELIST",
+                                           "SLURM_JOB_NODELIST",
+                                           "SLURM_NODELIST"};
   std::map<std::string, std::string> saved_;
 };
 
 TEST_F(RankEnv, TorchrunVariables) {
-  set({{"RANK", "5"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "4"},
-       {"MASTER_ADDR", "10.1.2.3"}, {"MASTER_PORT", "29500"}});
+  set({{"RANK", "5"},
+       {"WORLD_SIZE", "8"},
+       {"LOCAL_RANK", "1"},
+       {"LOCAL_WORLD_SIZE", "4"},
+       {"MASTER_ADDR", "10.1.2.3"},
+       {"MASTER_PORT", "29500"}});
   RankInfo info = rank_info_from_env();
   EXPECT_EQ(info.rank, 5);
   EXPECT_EQ(info.world_size, 8);
@@ -63,14 +82,22 @@ TEST_F(RankEnv, LocalVariablesDefaultToOneNode) {
 }
 
 TEST_F(RankEnv, TorchrunVariablesWinOverMpiAndSlurm) {
-  set({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "a"}, {"MASTER_PORT", "1"},
-       {"OMPI_COMM_WORLD_RANK", "0"}, {"SLURM_PROCID", "0"}});
+  set({{"RANK", "1"},
+       {"WORLD_SIZE", "2"},
+       {"MASTER_ADDR", "a"},
+       {"MASTER_PORT", "1"},
+       {"OMPI_COMM_WORLD_RANK", "0"},
+       {"SLURM_PROCID", "0"}});
   EXPECT_EQ(rank_info_from_env().rank, 1);
 }
 
 TEST_F(RankEnv, OpenMpiVariables) {
-  set({{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
-       {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}, {"MASTER_ADDR", "node0"}, {"MASTER_PORT", "4000"},
+  set({{"OMPI_COMM_WORLD_RANK", "3"},
+       {"OMPI_COMM_WORLD_SIZE", "4"},
+       {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+       {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+       {"MASTER_ADDR", "node0"},
+       {"MASTER_PORT", "4000"},
        {"SLURM_PROCID", "0"}});
   RankInfo info = rank_info_from_env();
   EXPECT_EQ(info.rank, 3);
@@ -81,14 +108,20 @@ TEST_F(RankEnv, OpenMpiVariables) {
 }
 
 TEST_F(RankEnv, OpenMpiWithoutMasterAddrSaysHowToExportIt) {
-  set({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+  set({{"OMPI_COMM_WORLD_RANK", "0"},
+       {"OMPI_COMM_WORLD_SIZE", "2"},
+       {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
        {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}});
   EXPECT_TRUE(throws_with([] { rank_info_from_env(); }, {"MASTER_ADDR is not set", "mpirun -x MASTER_ADDR"}));
 }
 
 TEST_F(RankEnv, SlurmVariablesWithTasksPerNode) {
-  set({{"SLURM_PROCID", "6"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "2"}, {"SLURM_NTASKS_PER_NODE", "4"},
-       {"SLURM_JOB_NODELIST", "gpu[07-08]"}, {"MASTER_PORT", "29501"}});
+  set({{"SLURM_PROCID", "6"},
+       {"SLURM_NTASKS", "8"},
+       {"SLURM_LOCALID", "2"},
+       {"SLURM_NTASKS_PER_NODE", "4"},
+       {"SLURM_JOB_NODELIST", "gpu[07-08]"},
+       {"MASTER_PORT", "29501"}});
   RankInfo info = rank_info_from_env();
   EXPECT_EQ(info.rank, 6);
   EXPECT_EQ(info.world_size, 8);
@@ -99,24 +132,32 @@ TEST_F(RankEnv, SlurmVariablesWithTasksPerNode) {
 }
 
 TEST_F(RankEnv, SlurmLocalSizeFromTheStepTaskList) {
-  set({{"SLURM_PROCID", "4"}, {"SLURM_NTASKS", "5"}, {"SLURM_LOCALID", "0"}, {"SLURM_STEP_TASKS_PER_NODE", "2(x2),1"},
-       {"SLURM_TASKS_PER_NODE", "9"}, {"SLURM_NODEID", "2"}, {"SLURM_STEP_NODELIST", "a1,b[2-3]"},
-       {"MASTER_ADDR", "explicit"}, {"MASTER_PORT", "29501"}});
+  set({{"SLURM_PROCID", "4"},
+       {"SLURM_NTASKS", "5"},
+       {"SLURM_LOCALID", "0"},
+       {"SLURM_STEP_TASKS_PER_NODE", "2(x2),1"},
+       {"SLURM_TASKS_PER_NODE", "9"},
+       {"SLURM_NODEID", "2"},
+       {"SLURM_STEP_NODELIST", "a1,b[2-3]"},
+       {"MASTER_ADDR", "explicit"},
+       {"MASTER_PORT", "29501"}});
   RankInfo info = rank_info_from_env();
   EXPECT_EQ(info.local_world_size, 1);
   EXPECT_EQ(info.master_addr, "explicit");  // MASTER_ADDR wins over the node list
 }
 
 TEST_F(RankEnv, SlurmWithoutMasterPort) {
-  set({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"SLURM_LOCALID", "0"}, {"SLURM_NTASKS_PER_NODE", "1"},
+  set({{"SLURM_PROCID", "0"},
+       {"SLURM_NTASKS", "1"},
+       {"SLURM_LOCALID", "0"},
+       {"SLURM_NTASKS_PER_NODE", "1"},
        {"SLURM_JOB_NODELIST", "n1"}});
   EXPECT_TRUE(throws_with([] { rank_info_from_env(); }, {"MASTER_PORT is not set", "srun (SLURM)", "29500"}));
 }
 
 TEST_F(RankEnv, NoLauncherNamesTheLaunchers) {
-  EXPECT_TRUE(throws_with([] { rank_info_from_env(); },
-                          {"no launcher variables", "RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID",
-                           "ember-run --nproc-per-node"}));
+  EXPECT_TRUE(throws_with([] { rank_info_from_env(); }, {"no launcher variables", "RANK", "OMPI_COMM_WORLD_RANK",
+                                                         "SLURM_PROCID", "ember-run --nproc-per-node"}));
 }
 
 TEST_F(RankEnv, MissingAndGarbledVariables) {
@@ -143,7 +184,8 @@ TEST_F(RankEnv, MissingAndGarbledVariables) {
 
 TEST_F(RankEnv, OpenMpiMissingVariableNamesIt) {
   set({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"MASTER_ADDR", "a"}, {"MASTER_PORT", "1"}});
-  EXPECT_TRUE(throws_with([] { rank_info_from_env(); }, {"OMPI_COMM_WORLD_LOCAL_RANK is not set", "mpirun (Open MPI)"}));
+  EXPECT_TRUE(
+      throws_with([] { rank_info_from_env(); }, {"OMPI_COMM_WORLD_LOCAL_RANK is not set", "mpirun (Open MPI)"}));
 }
 
 TEST(SlurmLists, FirstHost) {

@@ -27,20 +27,20 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using testing::error_of;
-using testing::RankContext;
 using testing::expected_reduction;
 using testing::rank_tensor;
 using testing::rank_value;
 using testing::rank_values;
+using testing::RankContext;
 using testing::throws_with;
 using testing::values_of;
 
 const DType kDTypes[] = {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::Int32, DType::Int64};
 
 // Skips the test when this ember has no gloo backend.
-#define REQUIRE_GLOO()                                                                        \
-  do {                                                                                        \
-    if (!backend_available("gloo")) GTEST_SKIP() << "this ember was built without Gloo";     \
+#define REQUIRE_GLOO()                                                                   \
+  do {                                                                                   \
+    if (!backend_available("gloo")) GTEST_SKIP() << "this ember was built without Gloo"; \
   } while (0)
 
 std::shared_ptr<ProcessGroup> group_of(RankContext& ctx, std::chrono::milliseconds timeout = 10s,
@@ -49,9 +49,8 @@ std::shared_ptr<ProcessGroup> group_of(RankContext& ctx, std::chrono::millisecon
 }
 
 class GlooRanks : public ::testing::TestWithParam<int> {};
-INSTANTIATE_TEST_SUITE_P(Sizes, GlooRanks, ::testing::Values(2, 4), [](const auto& info) {
-  return std::to_string(info.param) + "ranks";
-});
+INSTANTIATE_TEST_SUITE_P(Sizes, GlooRanks, ::testing::Values(2, 4),
+                         [](const auto& info) { return std::to_string(info.param) + "ranks"; });
 
 TEST_P(GlooRanks, AllReduceEveryOpAndDType) {
   REQUIRE_GLOO();
@@ -279,12 +278,14 @@ TEST(GlooProcessGroup, ArgumentErrorsNameTheOpShapesAndDTypes) {
   auto store = std::make_shared<TCPStore>("127.0.0.1", 0, TCPStoreOptions{.is_server = true, .timeout = 5s});
   auto g = new_group("gloo", store, 0, 1, {.timeout = 5s});
   Tensor a = zeros({4, 3});
-  EXPECT_TRUE(throws_with([&] { g->all_reduce(a.t()); }, {"all_reduce", "[3, 4] float32 on cpu", "not contiguous",
-                                                          "contiguous()"}));
+  EXPECT_TRUE(throws_with([&] { g->all_reduce(a.t()); },
+                          {"all_reduce", "[3, 4] float32 on cpu", "not contiguous", "contiguous()"}));
   EXPECT_TRUE(throws_with([&] { g->all_reduce(zeros({2}, DType::Bool)); }, {"all_reduce", "bool"}));
-  EXPECT_TRUE(throws_with([&] { g->all_reduce(TensorList{a, zeros({2}, DType::Float64)}); },
-                          {"all_reduce", "tensors[1] is [2] float64 on cpu", "tensors[0] is [4, 3] float32 on cpu",
-                           "share a dtype"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        g->all_reduce(TensorList{a, zeros({2}, DType::Float64)});
+      },
+      {"all_reduce", "tensors[1] is [2] float64 on cpu", "tensors[0] is [4, 3] float32 on cpu", "share a dtype"}));
   EXPECT_TRUE(throws_with([&] { g->all_reduce(TensorList{}); }, {"all_reduce", "empty"}));
   EXPECT_TRUE(throws_with([&] { g->all_reduce(Tensor()); }, {"all_reduce", "undefined"}));
   EXPECT_TRUE(throws_with([&] { g->all_reduce(zeros({2}, DType::Int64), ReduceOp::Avg); },
@@ -293,8 +294,11 @@ TEST(GlooProcessGroup, ArgumentErrorsNameTheOpShapesAndDTypes) {
   EXPECT_TRUE(throws_with([&] { g->all_gather({a, a}, a); }, {"all_gather", "got 2 outputs", "group of 1"}));
   EXPECT_TRUE(throws_with([&] { g->all_gather({zeros({3})}, a); },
                           {"all_gather", "outputs[0] is [3] float32 on cpu", "the input is [4, 3] float32 on cpu"}));
-  EXPECT_TRUE(throws_with([&] { g->all_gather_into_tensor(zeros({5, 3}), a); },
-                          {"all_gather_into_tensor", "[5, 3]", "must be [1, 4, 3] or [4, 3]"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        g->all_gather_into_tensor(zeros({5, 3}), a);
+      },
+      {"all_gather_into_tensor", "[5, 3]", "must be [1, 4, 3] or [4, 3]"}));
   EXPECT_TRUE(throws_with([&] { g->reduce_scatter(zeros({4}), {zeros({4}, DType::Int32)}); },
                           {"reduce_scatter", "inputs[0] is [4] int32 on cpu", "the output is [4] float32 on cpu"}));
   EXPECT_TRUE(throws_with([&] { g->reduce_scatter_tensor(zeros({2}), zeros({3}, DType::Float64)); },
@@ -347,7 +351,8 @@ TEST(GlooProcessGroup, DebugModeNamesARankThatNeverArrives) {
     auto group = group_of(ctx, 500ms, true);
     if (ctx.rank == 0) {
       EXPECT_TRUE(throws_with([&] { group->all_reduce(zeros({2})); },
-                              {"EMBER_DISTRIBUTED_DEBUG", "rank 0", "all_reduce #1", "500 ms", "Rank 1 of 2 did not "
+                              {"EMBER_DISTRIBUTED_DEBUG", "rank 0", "all_reduce #1", "500 ms",
+                               "Rank 1 of 2 did not "
                                "arrive at #1 (last collective started: rank 1 none yet)"}));
     }
   });
@@ -393,14 +398,15 @@ TEST(GlooProcessGroup, ASlowRankMakesTheOthersTimeOutWithAReport) {
     auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
     EXPECT_GE(waited, 900);
     EXPECT_LT(waited, 2400);
-    for (const char* part : {"gloo all_reduce #3 (sum) of [8] float32 on cpu failed on rank 0 of 2", "timeout 1000 ms",
-                             "Timed out", "Rank 1 of 2 did not arrive at #3 (last collective started: rank 1 #2 "
-                             "all_reduce)"}) {
+    for (const char* part :
+         {"gloo all_reduce #3 (sum) of [8] float32 on cpu failed on rank 0 of 2", "timeout 1000 ms", "Timed out",
+          "Rank 1 of 2 did not arrive at #3 (last collective started: rank 1 #2 "
+          "all_reduce)"}) {
       EXPECT_NE(error.find(part), std::string::npos) << "missing \"" << part << "\" in: " << error;
     }
     // The group is unusable now, and says why.
-    EXPECT_TRUE(throws_with([&] { group->all_reduce(t); }, {"unusable since an earlier collective failed",
-                                                            "all_reduce #3"}));
+    EXPECT_TRUE(
+        throws_with([&] { group->all_reduce(t); }, {"unusable since an earlier collective failed", "all_reduce #3"}));
   });
   EXPECT_TRUE(testing::all_passed(results));
 }

@@ -47,12 +47,12 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using testing::error_of;
-using testing::gpus_visible_to_forks;
-using testing::RankContext;
 using testing::expected_reduction;
+using testing::gpus_visible_to_forks;
 using testing::rank_tensor;
 using testing::rank_value;
 using testing::rank_values;
+using testing::RankContext;
 using testing::throws_with;
 using testing::values_of;
 
@@ -68,8 +68,8 @@ TEST(NcclBackend, ACpuOnlyBuildSaysHowToGetIt) {
   for (auto make : std::vector<std::function<void()>>{
            [&] { new_group("nccl", store, 0, 1); }, [&] { init_process_group("nccl", store, 0, 1); },
            [] { init_process_group("nccl"); }}) {  // before it reads the environment
-    EXPECT_TRUE(throws_with(make, {"built without CUDA", "no nccl backend", "gloo backend for CPU tensors",
-                                   "libnccl-dev"}));
+    EXPECT_TRUE(
+        throws_with(make, {"built without CUDA", "no nccl backend", "gloo backend for CPU tensors", "libnccl-dev"}));
   }
   EXPECT_FALSE(is_initialized());
 }
@@ -87,7 +87,7 @@ const ReduceOp kOps[] = {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max, ReduceOp::
 ::testing::AssertionResult matches(const std::vector<double>& got, const std::vector<double>& want, DType dtype,
                                    ReduceOp op) {
   if (got.size() != want.size()) return ::testing::AssertionFailure() << got.size() << " values, not " << want.size();
-  const double tolerance = op != ReduceOp::Avg ? 0.0
+  const double tolerance = op != ReduceOp::Avg       ? 0.0
                            : dtype == DType::Float64 ? 1e-12
                            : dtype == DType::Float32 ? 1e-6
                                                      : 2e-2;
@@ -109,18 +109,16 @@ int64_t ms_since(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
 }
 
-TEST(NcclBackend, IsListedInCudaBuilds) {
-  EXPECT_TRUE(backend_available("nccl"));
-}
+TEST(NcclBackend, IsListedInCudaBuilds) { EXPECT_TRUE(backend_available("nccl")); }
 
 TEST(NcclBackend, NoVisibleGpuIsAClearErrorBeforeJoining) {
   if (cuda::is_available()) GTEST_SKIP() << "a CUDA device is visible; this checks the error without one";
   auto store = local_store();
   for (int device : {-1, 2}) {
-    EXPECT_TRUE(throws_with(
-        [&] { new_group("nccl", store, 0, 1, {.timeout = 1s, .name = "nogpu", .nccl_device = device}); },
-                            {"nccl process group (rank 0 of 1)", "needs a CUDA device for each rank",
-                             "no CUDA device is visible", "CUDA_VISIBLE_DEVICES=", "use the gloo backend"}));
+    EXPECT_TRUE(
+        throws_with([&] { new_group("nccl", store, 0, 1, {.timeout = 1s, .name = "nogpu", .nccl_device = device}); },
+                    {"nccl process group (rank 0 of 1)", "needs a CUDA device for each rank",
+                     "no CUDA device is visible", "CUDA_VISIBLE_DEVICES=", "use the gloo backend"}));
   }
   // It never joined: the group's creation barrier has no key of rank 0.
   EXPECT_FALSE(store->check({"ember/pg/nogpu/join/0"}));
@@ -342,14 +340,17 @@ TEST(NcclProcessGroup, ArgumentErrorsNameTheOpTensorsAndDevice) {
                           {"nccl all_gather", "the input is [2] float32 on cpu"}));
   EXPECT_TRUE(throws_with([&] { g->reduce_scatter(zeros({2}), {zeros({2})}); },
                           {"nccl reduce_scatter", "the output is [2] float32 on cpu"}));
-  EXPECT_TRUE(throws_with([&] { g->all_reduce(zeros({4, 3}, DType::Float32, kGpu).t()); },
-                          {"all_reduce", "[3, 4] float32 on cuda:0", "not contiguous"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        g->all_reduce(zeros({4, 3}, DType::Float32, kGpu).t());
+      },
+      {"all_reduce", "[3, 4] float32 on cuda:0", "not contiguous"}));
   EXPECT_TRUE(throws_with([&] { g->all_reduce(zeros({2}, DType::Int32, kGpu), ReduceOp::Avg); },
                           {"ReduceOp::Avg needs a floating dtype", "int32"}));
   if (cuda::device_count() >= 2) {
-    EXPECT_TRUE(throws_with([&] { g->broadcast(zeros({4}, DType::Float32, cuda_device(1))); },
-                            {"nccl broadcast", "tensors[0] is [4] float32 on cuda:1", "group works on cuda:0",
-                             "nccl_device"}));
+    EXPECT_TRUE(
+        throws_with([&] { g->broadcast(zeros({4}, DType::Float32, cuda_device(1))); },
+                    {"nccl broadcast", "tensors[0] is [4] float32 on cuda:1", "group works on cuda:0", "nccl_device"}));
   }
   EXPECT_EQ(g->sequence_number(), 0u);  // nothing was issued
   EXPECT_TRUE(throws_with([&] { new_group("nccl", store, 0, 1, {.nccl_device = cuda::device_count()}); },
@@ -372,9 +373,9 @@ TEST(NcclProcessGroup, InitProcessGroupAndTheFreeCollectives) {
 
 // ---------------- several GPUs, one forked process each ----------------
 
-#define REQUIRE_GPUS(n)                                                                           \
-  if (gpus_visible_to_forks() < (n))                                                              \
-  GTEST_SKIP() << "needs " << (n) << " CUDA devices, " << gpus_visible_to_forks()                 \
+#define REQUIRE_GPUS(n)                                                                          \
+  if (gpus_visible_to_forks() < (n))                                                             \
+  GTEST_SKIP() << "needs " << (n) << " CUDA devices, " << gpus_visible_to_forks()                \
                << " visible (or CUDA was used in this process before the fork: run the test on " \
                << "its own, as ctest does)"
 

@@ -50,10 +50,10 @@ inline std::string why_not_runnable(const DistConfig& c) {
   return "";
 }
 
-#define SKIP_UNLESS_RUNNABLE(config)                                     \
-  do {                                                                   \
-    const std::string why = ::ember::testing::why_not_runnable(config);  \
-    if (!why.empty()) GTEST_SKIP() << why;                               \
+#define SKIP_UNLESS_RUNNABLE(config)                                    \
+  do {                                                                  \
+    const std::string why = ::ember::testing::why_not_runnable(config); \
+    if (!why.empty()) GTEST_SKIP() << why;                              \
   } while (0)
 
 inline std::shared_ptr<parallel::ProcessGroup> make_group(
@@ -106,9 +106,7 @@ inline Batch shard(const Batch& b, int rank, int world) {
   return {b.x.narrow(0, rank * per, per), b.y.narrow(0, rank * per, per)};
 }
 
-inline Tensor loss_of(nn::UnaryModule& model, const Batch& b) {
-  return nn::functional::cross_entropy(model(b.x), b.y);
-}
+inline Tensor loss_of(nn::UnaryModule& model, const Batch& b) { return nn::functional::cross_entropy(model(b.x), b.y); }
 
 inline double max_abs_diff(const Tensor& a, const Tensor& b) {
   EXPECT_EQ(a.shape(), b.shape());

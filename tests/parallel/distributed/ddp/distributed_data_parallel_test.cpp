@@ -20,8 +20,8 @@
 #include <thread>
 
 #include "ember.h"
-#include "parallel/distributed/ddp/distributed_data_parallel.h"
 #include "parallel/distributed/ddp/ddp_test_support.h"
+#include "parallel/distributed/ddp/distributed_data_parallel.h"
 #include "support/error_message.h"
 
 namespace ember::parallel {
@@ -44,8 +44,8 @@ using DDP = DistributedDataParallel;
 
 constexpr double kTol = 1e-10;  // float64 models
 
-#define REQUIRE_GLOO()                                                                    \
-  do {                                                                                    \
+#define REQUIRE_GLOO()                                                                   \
+  do {                                                                                   \
     if (!backend_available("gloo")) GTEST_SKIP() << "this ember was built without Gloo"; \
   } while (0)
 
@@ -96,9 +96,9 @@ TEST_P(DDPConfigs, MatchesOneProcessOnTheConcatenatedBatch) {
     };
     expect_same_training(ctx, c, sgd, "SGD", {});
     // Adam, with gradients copied in and out of the buckets instead of being views.
-    expect_same_training(
-        ctx, c, [](TensorList p) { return std::make_unique<optim::Adam>(p, optim::AdamOptions{.lr = 0.01}); }, "Adam",
-        {.gradient_as_bucket_view = false});
+    expect_same_training(ctx, c,
+                         [](TensorList p) { return std::make_unique<optim::Adam>(p, optim::AdamOptions{.lr = 0.01}); },
+                         "Adam", {.gradient_as_bucket_view = false});
   });
   EXPECT_TRUE(testing::all_passed(results));
 }
@@ -311,10 +311,10 @@ TEST(DistributedDataParallel, UnusedParametersWithoutTheOptionAreAnErrorNamingTh
     auto model = std::make_shared<Branchy>(true, kCPU);
     auto ddp = wrap(model, group);
     Batch b = global_batch({6}, 4, 1, kCPU);
-    EXPECT_TRUE(throws_with([&] { loss_of(*ddp, b).backward(); },
-                            {"DistributedDataParallel: rank " + std::to_string(ctx.rank),
-                             "2 of 8 parameters got no gradient", "never.weight, never.bias",
-                             "find_unused_parameters = true"}));
+    EXPECT_TRUE(
+        throws_with([&] { loss_of(*ddp, b).backward(); },
+                    {"DistributedDataParallel: rank " + std::to_string(ctx.rank), "2 of 8 parameters got no gradient",
+                     "never.weight, never.bias", "find_unused_parameters = true"}));
     // The reducer is unusable afterwards, and says why.
     EXPECT_TRUE(throws_with([&] { ddp->forward(b.x); }, {"unusable since an earlier error", "never.weight"}));
   });
@@ -388,8 +388,7 @@ TEST_P(DDPConfigs, GradientsAreViewsOfTheBuckets) {
     optim::SGD opt(ddp->parameters(), {.lr = 0.1});
     for (int step = 0; step < 4; ++step) {
       opt.zero_grad(/*set_to_none=*/step % 2 == 0);  // dropped grads are re-viewed, zeroed ones stay views
-      loss_of(*ddp, shard(global_batch({6}, 4 * ctx.world_size, step, c.device), ctx.rank, ctx.world_size))
-          .backward();
+      loss_of(*ddp, shard(global_batch({6}, 4 * ctx.world_size, step, c.device), ctx.rank, ctx.world_size)).backward();
       const auto buckets = reducer.bucket_indices();
       for (size_t b = 0; b < buckets.size(); ++b) {
         for (size_t i : buckets[b]) {
@@ -565,8 +564,9 @@ TEST_P(DDPConfigs, ChannelsLastGradientsAreBucketViewsAsTheHookSeesThem) {
     const int w = ctx.world_size;
     auto make = [&] {
       manual_seed(21);
-      auto net = std::make_shared<nn::Sequential>(std::make_shared<nn::Conv2d>(2, 3, 3, 1, 1), std::make_shared<nn::ReLU>(),
-                                                  std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(75, 4));
+      auto net =
+          std::make_shared<nn::Sequential>(std::make_shared<nn::Conv2d>(2, 3, 3, 1, 1), std::make_shared<nn::ReLU>(),
+                                           std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(75, 4));
       net->to(c.device, DType::Float64);
       return net;
     };
@@ -708,8 +708,8 @@ TEST(DistributedDataParallel, ARankExitingMidTrainingFailsTheOthersWithinTheTime
   REQUIRE_GLOO();
   const int64_t timeout_ms = 3000;
   auto results = testing::run_ranks(3, [&](RankContext& ctx) {
-    auto group = new_group("gloo", ctx.store, ctx.rank, ctx.world_size,
-                           {.timeout = std::chrono::milliseconds(timeout_ms)});
+    auto group =
+        new_group("gloo", ctx.store, ctx.rank, ctx.world_size, {.timeout = std::chrono::milliseconds(timeout_ms)});
     auto model = small_mlp(1, kCPU);
     auto ddp = wrap(model, group);
     optim::SGD opt(ddp->parameters(), {.lr = 0.1});

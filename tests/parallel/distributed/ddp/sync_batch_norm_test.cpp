@@ -134,8 +134,8 @@ TEST_P(SyncBatchNormConfigs, UnevenShardsEqualBatchNormOnTheConcatenatedBatch) {
       EXPECT_LT(max_abs_diff(sync->running_mean, bn->running_mean), kTol);
       EXPECT_LT(max_abs_diff(sync->running_var, bn->running_var), kTol);
       // Weight and bias get this rank's share; their sum is BatchNorm's.
-      for (auto [mine_grad, ref_grad] : {std::pair{sync->weight.grad(), bn->weight.grad()},
-                                         std::pair{sync->bias.grad(), bn->bias.grad()}}) {
+      for (auto [mine_grad, ref_grad] :
+           {std::pair{sync->weight.grad(), bn->weight.grad()}, std::pair{sync->bias.grad(), bn->bias.grad()}}) {
         Tensor summed = mine_grad.clone();
         group->all_reduce(summed)->wait();
         EXPECT_LT(max_abs_diff(summed, ref_grad), kTol);
@@ -193,9 +193,9 @@ class Holder : public nn::UnaryModule {
 TEST(ConvertSyncBatchnorm, ReplacesEveryBatchNormInTheTreeKeepingTheTensors) {
   auto inner =
       std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(4, 4), std::make_shared<nn::BatchNorm1d>(4));
-  auto net = std::make_shared<nn::Sequential>(std::make_shared<nn::Conv2d>(1, 2, 3),
-                                              std::make_shared<nn::BatchNorm2d>(2), std::make_shared<nn::Flatten>(),
-                                              inner);
+  auto net =
+      std::make_shared<nn::Sequential>(std::make_shared<nn::Conv2d>(1, 2, 3), std::make_shared<nn::BatchNorm2d>(2),
+                                       std::make_shared<nn::Flatten>(), inner);
   net->at<nn::BatchNorm2d>(1)->eval();
   const TensorList params = net->parameters(), buffers = net->buffers();
   const std::vector<std::string> names = net->state_dict().keys();
@@ -208,8 +208,9 @@ TEST(ConvertSyncBatchnorm, ReplacesEveryBatchNormInTheTreeKeepingTheTensors) {
   ASSERT_EQ(after.size(), params.size());
   for (size_t i = 0; i < params.size(); ++i) EXPECT_TRUE(after[i].is_same(params[i])) << i;
   for (size_t i = 0; i < buffers.size(); ++i) EXPECT_TRUE(after_buffers[i].is_same(buffers[i])) << i;
-  EXPECT_EQ(net->at<SyncBatchNorm>(1)->str(), "SyncBatchNorm(2, eps=1e-05, momentum=0.1, affine=true, "
-                                              "track_running_stats=true)");
+  EXPECT_EQ(net->at<SyncBatchNorm>(1)->str(),
+            "SyncBatchNorm(2, eps=1e-05, momentum=0.1, affine=true, "
+            "track_running_stats=true)");
   // A module that is a BatchNorm itself comes back converted.
   auto bn = std::make_shared<nn::BatchNorm1d>(3);
   auto sync = std::dynamic_pointer_cast<SyncBatchNorm>(convert_sync_batchnorm(bn));

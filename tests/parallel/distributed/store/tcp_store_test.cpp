@@ -162,9 +162,11 @@ TEST(TCPStore, WaitTimeoutNamesTheMissingKeys) {
   TCPStore server = make_server();
   server.set("present", "1");
   auto start = Clock::now();
-  EXPECT_TRUE(throws_with([&] { server.wait({"present", "absent"}, 200ms); },
-                          {"wait", "1 of 2 keys were not set within 200 ms", "\"absent\"",
-                           "127.0.0.1:" + std::to_string(server.port())}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        server.wait({"present", "absent"}, 200ms);
+      },
+      {"wait", "1 of 2 keys were not set within 200 ms", "\"absent\"", "127.0.0.1:" + std::to_string(server.port())}));
   int64_t waited = ms_since(start);
   EXPECT_GE(waited, 190);
   EXPECT_LT(waited, 3000);
