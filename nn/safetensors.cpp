@@ -13,8 +13,12 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <optional>
 #include <vector>
+
+#include <zlib.h>
 
 #include "core/grad_mode.h"
 #include "nn/atomic_file.h"
@@ -42,12 +46,66 @@ struct Entry {
   DType dtype;
   Shape shape;
   uint64_t begin, end;
+  std::optional<uint32_t> checksum;  // from "ember.checksum.tensor.<name>"
 };
 
 struct Layout {
   std::vector<Entry> entries;
   std::map<std::string, std::string> metadata;
 };
+
+// ---- checksums (see "Checksums" in nn/safetensors.h) ----
+constexpr std::string_view kChecksumKey = "ember.checksum";  // the reserved prefix, and the algorithm's key
+constexpr const char* kChecksumAlgorithm = "crc32";
+constexpr const char* kHeaderChecksumKey = "ember.checksum.header";
+constexpr std::string_view kTensorChecksumPrefix = "ember.checksum.tensor.";
+
+bool is_checksum_key(const std::string& key) { return key.rfind(kChecksumKey, 0) == 0; }
+
+// zlib's CRC-32 (Python's zlib.crc32), over any length.
+uint32_t crc32_of(const void* data, uint64_t size) {
+  return uint32_t(crc32_z(0, static_cast<const Bytef*>(data), size_t(size)));
+}
+
+std::string hex32(uint32_t v) {
+  char buf[9];
+  std::snprintf(buf, sizeof buf, "%08x", v);
+  return buf;
+}
+
+// Eight lowercase hex digits, as hex32 writes them.
+std::optional<uint32_t> parse_hex32(const std::string& s) {
+  if (s.size() != 8) return std::nullopt;
+  uint32_t v = 0;
+  for (char c : s) {
+    const int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (digit < 0) return std::nullopt;
+    v = v << 4 | uint32_t(digit);
+  }
+  return v;
+}
+
+struct TensorSummary {
+  DType dtype;
+  Shape shape;
+};
+
+// The header's meaning as text: one line per metadata entry (but the header
+// checksum), then one per tensor, each in name order.
+std::string header_digest_text(const std::map<std::string, std::string>& metadata,
+                               const std::map<std::string, TensorSummary>& tensors) {
+  std::string text;
+  for (const auto& [key, value] : metadata) {
+    if (key == kHeaderChecksumKey) continue;
+    text += json::quote(key) + ":" + json::quote(value) + "\n";
+  }
+  for (const auto& [name, t] : tensors) {
+    text += json::quote(name) + ":" + safetensors_dtype_name(t.dtype) + "[";
+    for (size_t d = 0; d < t.shape.size(); ++d) text += (d ? "," : "") + std::to_string(t.shape[d]);
+    text += "]\n";
+  }
+  return text;
+}
 
 // Throws the reader's error: "<op>: <source>: <problem>".
 class Reader {
@@ -92,7 +150,18 @@ class Reader {
       }
     }
     check_coverage(layout.entries, data_size);
+    take_checksums(layout);
     return layout;
+  }
+
+  // Checks a tensor's bytes against its stored checksum, if the file has one.
+  void check_data(const Entry& e, const void* bytes) const {
+    if (!e.checksum) return;
+    const uint32_t computed = crc32_of(bytes, e.end - e.begin);
+    if (computed != *e.checksum) {
+      fail("tensor \"", e.name, "\": its data does not match its checksum (stored ", hex32(*e.checksum), ", computed ",
+           hex32(computed), "): the file is corrupt");
+    }
   }
 
   // Checks a BOOL tensor's bytes are 0 or 1 (other values are not bools).
@@ -171,6 +240,52 @@ class Reader {
     return e;
   }
 
+  // A file with any "ember.checksum..." metadata must carry all of it and
+  // match it: the header checksum first, then each tensor's key, which is
+  // kept for check_data. The checksum keys leave the metadata.
+  void take_checksums(Layout& layout) const {
+    std::map<std::string, std::string>& meta = layout.metadata;
+    if (std::none_of(meta.begin(), meta.end(), [](const auto& kv) { return is_checksum_key(kv.first); })) return;
+    auto header = meta.find(kHeaderChecksumKey);
+    if (header == meta.end()) fail("header: the checksum metadata lacks \"", kHeaderChecksumKey, "\" (corrupt header)");
+    const std::optional<uint32_t> stored = parse_hex32(header->second);
+    if (!stored)
+      fail("header: \"", kHeaderChecksumKey, "\" is \"", header->second, "\", not 8 hex digits (corrupt header)");
+    std::map<std::string, TensorSummary> tensors;
+    for (const Entry& e : layout.entries) tensors.emplace(e.name, TensorSummary{e.dtype, e.shape});
+    const std::string digest = header_digest_text(meta, tensors);
+    const uint32_t computed = crc32_of(digest.data(), digest.size());
+    if (computed != *stored) {
+      fail("header: it does not match its checksum (stored ", hex32(*stored), ", computed ", hex32(computed),
+           "): the file is corrupt");
+    }
+    auto algorithm = meta.find(std::string(kChecksumKey));
+    if (algorithm == meta.end() || algorithm->second != kChecksumAlgorithm) {
+      fail("header: \"", kChecksumKey, "\" must be \"", kChecksumAlgorithm, "\" (written by a newer ember?)");
+    }
+    std::map<std::string, Entry*> by_name;
+    for (Entry& e : layout.entries) by_name[e.name] = &e;
+    for (auto it = meta.begin(); it != meta.end();) {
+      const std::string& key = it->first;
+      if (!is_checksum_key(key)) {
+        ++it;
+        continue;
+      }
+      if (key.rfind(kTensorChecksumPrefix, 0) == 0) {
+        auto e = by_name.find(key.substr(kTensorChecksumPrefix.size()));
+        if (e == by_name.end()) fail("header: checksum metadata \"", key, "\" names no tensor");
+        e->second->checksum = parse_hex32(it->second);
+        if (!e->second->checksum) fail("header: \"", key, "\" is \"", it->second, "\", not 8 hex digits");
+      } else if (key != kChecksumKey && key != kHeaderChecksumKey) {
+        fail("header: unknown checksum metadata \"", key, "\"");
+      }
+      it = meta.erase(it);
+    }
+    for (const Entry& e : layout.entries) {
+      if (!e.checksum) fail("tensor \"", e.name, "\" has no checksum though the file has checksums (corrupt header)");
+    }
+  }
+
   // Sorted by offsets, the tensors must tile the data section exactly.
   void check_coverage(std::vector<Entry>& entries, uint64_t data_size) const {
     std::sort(entries.begin(), entries.end(),
@@ -228,16 +343,31 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
     EMBER_CHECK(json::valid_utf8(name), "save_safetensors: " << path << ": a tensor name is not valid UTF-8");
     items.push_back({&name, t.detach().to(kCPU).contiguous()});
   }
+  std::map<std::string, std::string> all_metadata;
   for (const auto& [key, value] : metadata) {
     EMBER_CHECK(json::valid_utf8(key) && json::valid_utf8(value),
                 "save_safetensors: " << path << ": metadata \"" << key << "\" is not valid UTF-8");
+    EMBER_CHECK(!is_checksum_key(key), "save_safetensors: " << path << ": metadata \"" << key
+                                                            << "\": keys starting with \"" << kChecksumKey
+                                                            << "\" are reserved for ember's checksums");
+    all_metadata[key] = value;
   }
+  all_metadata[std::string(kChecksumKey)] = kChecksumAlgorithm;
+  std::map<std::string, TensorSummary> summaries;
+  for (const Item& item : items) {
+    const Tensor& t = item.dense;
+    all_metadata[std::string(kTensorChecksumPrefix) + *item.name] =
+        hex32(crc32_of(t.data_ptr(), uint64_t(t.numel()) * t.element_size()));
+    summaries.emplace(*item.name, TensorSummary{t.dtype(), t.shape()});
+  }
+  const std::string digest = header_digest_text(all_metadata, summaries);
+  all_metadata[kHeaderChecksumKey] = hex32(crc32_of(digest.data(), digest.size()));
   std::stable_sort(items.begin(), items.end(),
                    [](const Item& a, const Item& b) { return a.dense.element_size() > b.dense.element_size(); });
   std::string header = "{";
-  if (!metadata.empty()) {
+  if (!all_metadata.empty()) {
     header += "\"__metadata__\":{";
-    for (const auto& [key, value] : metadata) {
+    for (const auto& [key, value] : all_metadata) {
       if (header.back() != '{') header += ',';
       header += json::quote(key);
       header += ':';
@@ -285,6 +415,7 @@ SafetensorsContents parse_safetensors(const uint8_t* data, size_t size) {
   SafetensorsContents out;
   out.metadata = std::move(layout.metadata);
   for (const Entry& e : layout.entries) {
+    reader.check_data(e, body + e.begin);
     if (e.dtype == DType::Bool) reader.check_bools(e, body + e.begin);
     Tensor t = empty(e.shape, e.dtype, kCPU);
     if (e.end > e.begin) std::memcpy(t.data_ptr(), body + e.begin, size_t(e.end - e.begin));
@@ -325,6 +456,7 @@ SafetensorsContents load_safetensors(const std::string& path) {
   for (const Entry& e : layout.entries) {
     Tensor t = empty(e.shape, e.dtype, kCPU);
     read_at(t.data_ptr(), e.end - e.begin, 8 + n + e.begin, "tensor \"" + e.name + "\"");
+    reader.check_data(e, t.data_ptr());
     if (e.dtype == DType::Bool) reader.check_bools(e, static_cast<const uint8_t*>(t.data_ptr()));
     out.tensors.emplace(e.name, std::move(t));
   }

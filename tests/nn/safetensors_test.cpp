@@ -11,7 +11,10 @@
 #include <filesystem>
 #include <fstream>
 
+#include <zlib.h>
+
 #include "ember.h"
+#include "nn/json.h"
 #include "support/error_message.h"
 
 namespace ember {
@@ -99,18 +102,152 @@ TEST_F(SafetensorsFiles, RoundTripOfEveryDtypeAndOddShapes) {
   EXPECT_TRUE(equal(mem.tensors.at("view.transposed"), base.t()));
 }
 
+std::string crc_hex(const std::string& bytes) {
+  char buf[9];
+  std::snprintf(buf, sizeof buf, "%08lx", crc32(0, reinterpret_cast<const Bytef*>(bytes.data()), uInt(bytes.size())));
+  return buf;
+}
+
 TEST_F(SafetensorsFiles, WritesTheExactFormat) {
   save_safetensors(path("a.safetensors"), {{"b", from_vector<int32_t>({1, -2})}, {"a", from_vector<double>({0.5})}},
                    {{"k", "v"}});
-  const std::string header = R"({"__metadata__":{"k":"v"},"a":{"dtype":"F64","shape":[1],"data_offsets":[0,8]},)"
-                             R"("b":{"dtype":"I32","shape":[2],"data_offsets":[8,16]}})";
-  std::string padded = header + std::string((8 - header.size() % 8) % 8, ' ');
   std::string data(16, '\0');
   const double a = 0.5;
   const int32_t b[2] = {1, -2};
   std::memcpy(data.data(), &a, 8);
   std::memcpy(data.data() + 8, b, 8);
+  // The checksums as nn/safetensors.h defines them, from zlib here.
+  const std::string crc_a = crc_hex(data.substr(0, 8)), crc_b = crc_hex(data.substr(8));
+  const std::string digest = R"("ember.checksum":"crc32")"
+                             "\n"
+                             R"("ember.checksum.tensor.a":")" +
+                             crc_a + "\"\n" + R"("ember.checksum.tensor.b":")" + crc_b + "\"\n" +
+                             R"("k":"v")"
+                             "\n"
+                             R"("a":F64[1])"
+                             "\n"
+                             R"("b":I32[2])"
+                             "\n";
+  const std::string header = R"({"__metadata__":{"ember.checksum":"crc32","ember.checksum.header":")" +
+                             crc_hex(digest) + R"(","ember.checksum.tensor.a":")" + crc_a +
+                             R"(","ember.checksum.tensor.b":")" + crc_b + R"(","k":"v"},)" +
+                             R"("a":{"dtype":"F64","shape":[1],"data_offsets":[0,8]},)"
+                             R"("b":{"dtype":"I32","shape":[2],"data_offsets":[8,16]}})";
+  std::string padded = header + std::string((8 - header.size() % 8) % 8, ' ');
   EXPECT_EQ(read_file(path("a.safetensors")), image(padded, data));
+}
+
+// A small checkpoint of every dtype, as a file image.
+std::string small_checkpoint(const std::string& file) {
+  Generator g(3);
+  std::map<std::string, Tensor> tensors = {{"0.weight", randn({3, 2}, DType::Float32, kCPU, &g)},
+                                           {"0.bias", randn({3}, DType::Float64, kCPU, &g)},
+                                           {"1.running_mean", randn({2}, DType::Float32, kCPU, &g).to(DType::BFloat16)},
+                                           {"1.running_var", randn({2}, DType::Float32, kCPU, &g).to(DType::Float16)},
+                                           {"1.num_batches_tracked", full({}, 7.0, DType::Int64)},
+                                           {"mask", gt(randn({3}, DType::Float32, kCPU, &g), 0.0)},
+                                           {"idx", from_vector<int32_t>({4, -1})}};
+  save_safetensors(file, tensors, {{"note", "a b"}});
+  return read_file(file);
+}
+
+uint64_t header_length(const std::string& bytes) {
+  uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  return n;
+}
+
+bool same_contents(const SafetensorsContents& a, const SafetensorsContents& b) {
+  if (a.metadata != b.metadata || a.tensors.size() != b.tensors.size()) return false;
+  for (const auto& [name, t] : a.tensors) {
+    auto it = b.tensors.find(name);
+    if (it == b.tensors.end() || it->second.dtype() != t.dtype() || it->second.shape() != t.shape()) return false;
+    if (std::memcmp(it->second.data_ptr(), t.data_ptr(), size_t(t.numel()) * t.element_size()) != 0) return false;
+  }
+  return true;
+}
+
+TEST_F(SafetensorsFiles, EveryFlippedDataByteIsAnErrorNamingTheFileAndTensor) {
+  const std::string original = small_checkpoint(path("good.safetensors"));
+  const SafetensorsContents good = load_safetensors(path("good.safetensors"));
+  const uint64_t data_begin = 8 + header_length(original);
+  ASSERT_LT(data_begin, original.size());
+  // Which tensor owns each data byte, from the header's offsets.
+  json::Value header = json::parse(std::string_view(original).substr(8, data_begin - 8));
+  std::vector<std::string> owner(original.size() - data_begin);
+  for (const auto& [name, entry] : header.object) {
+    if (name == "__metadata__") continue;
+    const json::Value* offsets = entry.find("data_offsets");
+    for (uint64_t i = *offsets->array[0].as_uint64(); i < *offsets->array[1].as_uint64(); ++i) owner[i] = name;
+  }
+  const std::string file = path("flipped.safetensors");
+  for (uint64_t at = data_begin; at < original.size(); ++at) {
+    for (uint8_t mask : {0x01, 0x80, 0xff}) {
+      std::string bytes = original;
+      bytes[at] = char(uint8_t(bytes[at]) ^ mask);
+      write_file(file, bytes);
+      const std::string name = owner[at - data_begin];
+      SCOPED_TRACE("byte " + std::to_string(at) + " of tensor " + name + " ^ " + std::to_string(mask));
+      EXPECT_THAT(
+          error_of([&] { load_safetensors(file); }),
+          HasSubstr("load_safetensors: " + file + ": tensor \"" + name + "\": its data does not match its checksum"));
+      EXPECT_THAT(parse_error(bytes), HasSubstr("tensor \"" + name + "\": its data does not match its checksum"));
+    }
+  }
+}
+
+// Every header byte (the length field included) with several flips: each
+// is an error, except a padding space turned into other JSON whitespace,
+// which loads the very same contents (nn/safetensors.h documents this).
+TEST_F(SafetensorsFiles, EveryFlippedHeaderByteIsAnErrorOrTheSameContents) {
+  const std::string original = small_checkpoint(path("good.safetensors"));
+  const SafetensorsContents good = load_safetensors(path("good.safetensors"));
+  const uint64_t data_begin = 8 + header_length(original);
+  const uint64_t json_end = original.rfind('}', data_begin - 1) + 1;  // padding after
+  int harmless = 0;
+  for (uint64_t at = 0; at < data_begin; ++at) {
+    for (int mask : {0x01, 0x02, 0x04, 0x08, 0x10, 0x20, 0x40, 0x80, 0xff, 0x2a, 0x29}) {
+      std::string bytes = original;
+      bytes[at] = char(uint8_t(bytes[at]) ^ mask);
+      SCOPED_TRACE("byte " + std::to_string(at) + " ^ " + std::to_string(mask));
+      try {
+        SafetensorsContents got = parse_safetensors(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+        EXPECT_GE(at, json_end) << "a flip inside the JSON loaded";
+        EXPECT_TRUE(std::strchr("\t\n\r", bytes[at]) != nullptr) << "padding became " << int(bytes[at]);
+        EXPECT_TRUE(same_contents(got, good));
+        ++harmless;
+      } catch (const Error& e) {
+        if (at >= 8 && at < json_end) {
+          // Inside the JSON, the checksum (or the format) names the problem.
+          EXPECT_THAT(e.what(), HasSubstr("parse_safetensors: <memory>: "));
+        }
+      }
+    }
+  }
+  // 0x20 ^ 0x29 = '\t', ^ 0x2a = '\n': each padding byte has two harmless flips.
+  EXPECT_EQ(harmless, 2 * int(data_begin - json_end));
+}
+
+TEST_F(SafetensorsFiles, HeaderChecksumErrorsSayHeader) {
+  small_checkpoint(path("good.safetensors"));
+  std::string bytes = read_file(path("good.safetensors"));
+  // A tensor renamed in place ("idx" -> "idy") keeps the JSON valid.
+  const size_t at = bytes.find("\"idx\":{");
+  ASSERT_NE(at, std::string::npos);
+  bytes[at + 3] = 'y';
+  write_file(path("bad.safetensors"), bytes);
+  EXPECT_THAT(
+      error_of([&] { load_safetensors(path("bad.safetensors")); }),
+      HasSubstr("load_safetensors: " + path("bad.safetensors") + ": header: it does not match its checksum (stored "));
+}
+
+TEST_F(SafetensorsFiles, ChecksumKeysAreReservedAndHidden) {
+  EXPECT_THAT(error_of([&] {
+                save_safetensors(path("x.safetensors"), {}, {{"ember.checksum.mine", "1"}});
+              }),
+              HasSubstr("metadata \"ember.checksum.mine\": keys starting with \"ember.checksum\" are reserved"));
+  save_safetensors(path("empty.safetensors"), {}, {});
+  EXPECT_TRUE(load_safetensors(path("empty.safetensors")).metadata.empty());
 }
 
 TEST_F(SafetensorsFiles, ReadsAFileFromAnIndependentWriter) {
@@ -170,7 +307,7 @@ TEST_F(SafetensorsFiles, TruncatedAndMissingFilesNameThePath) {
                         "data section (truncated file?)"));
   fs::resize_file(p, 20);
   EXPECT_THAT(error_of([&] { load_safetensors(p); }),
-              HasSubstr("load_safetensors: " + p + ": the header length 64 is more than the 12 bytes that follow"));
+              HasSubstr("load_safetensors: " + p + ": the header length 176 is more than the 12 bytes that follow"));
   fs::resize_file(p, 5);
   EXPECT_THAT(error_of([&] { load_safetensors(p); }),
               HasSubstr("the file is too short (5 bytes) to hold the 8-byte header length"));
