@@ -18,4 +18,5 @@
 #include "nn/module.h"
 #include "nn/ordered_dict.h"
 #include "nn/pooling.h"
+#include "nn/serialize.h"
 #include "nn/size2.h"
