@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "core/generator.h"
+#include "core/size2.h"
 #include "core/tensor.h"
 
 namespace ember {
@@ -83,7 +84,7 @@ Tensor erf(const Tensor& x);
 Tensor square(const Tensor& x);
 Tensor pow(const Tensor& x, const Scalar& exponent);
 Tensor pow(const Tensor& x, const Tensor& exponent);
-Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max);
+Tensor clamp(const Tensor& x, std::optional<Scalar> min = std::nullopt, std::optional<Scalar> max = std::nullopt);
 Tensor logical_not(const Tensor& x);
 
 // ---------------- elementwise binary (broadcasting) ----------------
@@ -173,7 +174,7 @@ Tensor cross_entropy_loss(const Tensor& logits, const Tensor& target, int64_t ig
 // when training (identity otherwise). The mask is never stored: backward
 // regenerates it from the Philox state the forward used, so element i of
 // a given call gets the same keep/drop decision on CPU and CUDA.
-Tensor dropout(const Tensor& x, double p, bool training = true, Generator* gen = nullptr);
+Tensor dropout(const Tensor& x, double p = 0.5, bool training = true, Generator* gen = nullptr);
 
 // ---------------- normalization ----------------
 // torch.nn.functional.layer_norm: normalizes x over its last
@@ -184,12 +185,13 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
                   double eps = 1e-5);
 
 // ---------------- convolution, pooling, batch norm (NCHW) ----------------
-using Int2 = std::array<int64_t, 2>;  // (height, width)
+// Sizes are Size2 (core/size2.h), as PyTorch's: one value (3 or {3}) means
+// both dims, two ({3, 5}) mean (height, width).
 
 // torch.nn.functional.conv2d: input (N, C_in, H, W), weight
 // (C_out, C_in / groups, kH, kW), bias (C_out) or undefined.
-Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, Int2 stride = {1, 1},
-              Int2 padding = {0, 0}, Int2 dilation = {1, 1}, int64_t groups = 1);
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, Size2 stride = 1, Size2 padding = 0,
+              Size2 dilation = 1, int64_t groups = 1);
 // Whether a CUDA convolution times cuDNN's candidate engines the first time
 // it meets a configuration (shapes, dtype, memory format, direction, pointer
 // alignments, the TF32 switch) on a thread and keeps the fastest for the
@@ -203,12 +205,16 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}
 // stderr: the configuration, each candidate engine's time, the one kept.
 void set_conv_autotune(bool on);
 bool conv_autotune();
-// stride {0, 0} means stride = kernel_size, as PyTorch's default.
-Tensor max_pool2d(const Tensor& input, Int2 kernel_size, Int2 stride = {0, 0}, Int2 padding = {0, 0},
-                  Int2 dilation = {1, 1}, bool ceil_mode = false);
-Tensor avg_pool2d(const Tensor& input, Int2 kernel_size, Int2 stride = {0, 0}, Int2 padding = {0, 0},
+// torch.nn.functional.max_pool2d and avg_pool2d: a stride left out ({} or
+// std::nullopt, PyTorch's stride=None) equals kernel_size; padding is at most
+// half the kernel. The output size is PyTorch's (floor, or ceil with
+// ceil_mode).
+Tensor max_pool2d(const Tensor& input, Size2 kernel_size, OptionalSize2 stride = {}, Size2 padding = 0,
+                  Size2 dilation = 1, bool ceil_mode = false);
+Tensor avg_pool2d(const Tensor& input, Size2 kernel_size, OptionalSize2 stride = {}, Size2 padding = 0,
                   bool ceil_mode = false, bool count_include_pad = true);
-Tensor adaptive_avg_pool2d(const Tensor& input, Int2 output_size);
+// torch.nn.functional.adaptive_avg_pool2d: output_size 7 means (7, 7).
+Tensor adaptive_avg_pool2d(const Tensor& input, Size2 output_size);
 // torch.nn.functional.batch_norm over input (N, C, *): in training, batch
 // statistics normalize and running_mean/running_var (if defined) are updated
 // in place with momentum (unbiased variance, as PyTorch); in eval, the
@@ -219,8 +225,9 @@ Tensor adaptive_avg_pool2d(const Tensor& input, Int2 output_size);
 // num_batches_tracked, when defined (a () int64 tensor on the input's
 // device), is incremented in place in training by the normalizing kernels
 // (nn::BatchNorm's counter, with no launch of its own); ignored in eval.
-Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
-                  const Tensor& bias, bool training, double momentum = 0.1, double eps = 1e-5,
+// The defaults are PyTorch's: no weight or bias, training false.
+Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight = {},
+                  const Tensor& bias = {}, bool training = false, double momentum = 0.1, double eps = 1e-5,
                   const Tensor& num_batches_tracked = Tensor());
 
 // ---------------- linear algebra ----------------
@@ -262,7 +269,9 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
 // Returns a copy of x with src added at index along dim (out-of-place).
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
-// Rows of weight (num_embeddings, dim) picked by integer indices of any shape.
+// torch.embedding, table first: rows of weight (num_embeddings, dim) picked
+// by integer indices of any shape. nn::functional::embedding(input, weight)
+// takes torch.nn.functional.embedding's order, indices first.
 Tensor embedding(const Tensor& weight, const Tensor& indices);
 Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);  // int64 result
 

@@ -21,6 +21,16 @@ void check_same_kind(const char* op, const char* what, const Tensor& t, const ch
 
 }  // namespace
 
+Tensor embedding(const Tensor& input, const Tensor& weight) {
+  EMBER_CHECK(input.defined() && weight.defined(), "nn::functional::embedding: got an undefined input or weight");
+  EMBER_CHECK(!(is_floating(input.dtype()) && is_integral(weight.dtype())),
+              "nn::functional::embedding: expected (input, weight) as torch.nn.functional.embedding, integer "
+              "indices first, but got input "
+                  << describe(input) << " and weight " << describe(weight)
+                  << "; swap the arguments (ember::embedding(weight, indices) is torch.embedding, table first)");
+  return ember::embedding(weight, input);
+}
+
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   return ember::linear(input, weight, bias);  // the fused bias GEMM on CUDA
 }

@@ -2,9 +2,9 @@
 // (torch.nn.functional).
 //
 // The ops that ember's core already provides are re-exported here under
-// their PyTorch names; linear and scaled_dot_product_attention are defined
-// in nn (functional.cpp); the losses are declared in nn/loss.h. Flatten's op
-// is Tensor::flatten.
+// their PyTorch names; embedding (PyTorch's argument order), linear and
+// scaled_dot_product_attention are defined in nn (functional.cpp); the
+// losses are declared in nn/loss.h. Flatten's op is Tensor::flatten.
 #pragma once
 
 #include <optional>
@@ -22,7 +22,6 @@ using ember::avg_pool2d;
 using ember::batch_norm;
 using ember::conv2d;
 using ember::dropout;
-using ember::embedding;
 using ember::gelu;
 using ember::layer_norm;
 using ember::log_softmax;
@@ -33,6 +32,14 @@ using ember::softmax;
 using ember::tanh;
 
 // ---------------- defined in nn ----------------
+// torch.nn.functional.embedding(input, weight): the rows of weight
+// (num_embeddings, embedding_dim) picked by the integer (int64 or int32)
+// input of any shape; the result is input.shape + [embedding_dim]. PyTorch's
+// order, indices first; ember::embedding(weight, indices) is torch.embedding,
+// table first. Swapped arguments (a floating input, an integral weight) are an
+// ember::Error that says so.
+Tensor embedding(const Tensor& input, const Tensor& weight);
+
 // y = input weight^T + bias: input (*, in), weight (out, in), bias (out) or
 // undefined; all of one dtype and device.
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias = {});

@@ -145,12 +145,12 @@ Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
   return reduce(abs(input - target), reduction);
 }
 
-Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, const Tensor& pos_weight,
-                                        Reduction reduction) {
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, const Tensor& weight,
+                                        Reduction reduction, const Tensor& pos_weight) {
   if (autocast_state::any_enabled()) [[unlikely]] {  // losses run in float32 under autocast
-    Tensor c0 = input, c1 = target, c2 = pos_weight;
-    if (autocast_state::float32_inputs({&c0, &c1, &c2})) {
-      return binary_cross_entropy_with_logits(c0, c1, c2, reduction);
+    Tensor c0 = input, c1 = target, c2 = weight, c3 = pos_weight;
+    if (autocast_state::float32_inputs({&c0, &c1, &c2, &c3})) {
+      return binary_cross_entropy_with_logits(c0, c1, c2, reduction, c3);
     }
   }
   check_same_shape("binary_cross_entropy_with_logits", input, target);
@@ -166,6 +166,12 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
     loss = (1.0 - target) * input + log_weight * softplus_neg;
   } else {
     loss = (1.0 - target) * input + softplus_neg;
+  }
+  if (weight.defined()) {
+    EMBER_CHECK(weight.device() == input.device(), "binary_cross_entropy_with_logits: weight is "
+                                                       << describe(weight) << " but the input is " << describe(input)
+                                                       << "; move it with .to(device)");
+    loss = loss * weight;
   }
   return reduce(loss, reduction);
 }
@@ -192,17 +198,19 @@ Tensor L1Loss::forward(const Tensor& input, const Tensor& target) {
 }
 std::shared_ptr<Module> L1Loss::clone() const { return clone_as<L1Loss>(reduction); }
 
-BCEWithLogitsLoss::BCEWithLogitsLoss(Tensor pos_weight, Reduction reduction) : reduction(reduction) {
+BCEWithLogitsLoss::BCEWithLogitsLoss(Tensor weight, Reduction reduction, Tensor pos_weight) : reduction(reduction) {
+  if (weight.defined()) this->weight = register_buffer("weight", std::move(weight));
   if (pos_weight.defined()) this->pos_weight = register_buffer("pos_weight", std::move(pos_weight));
 }
 
 Tensor BCEWithLogitsLoss::forward(const Tensor& input, const Tensor& target) {
-  return functional::binary_cross_entropy_with_logits(input, target, pos_weight, reduction);
+  return functional::binary_cross_entropy_with_logits(input, target, weight, reduction, pos_weight);
 }
 
 std::shared_ptr<Module> BCEWithLogitsLoss::clone() const {
-  // A fresh buffer (filled by clone_as), never the original's tensor.
-  return clone_as<BCEWithLogitsLoss>(pos_weight.defined() ? empty_like(pos_weight) : Tensor(), reduction);
+  // Fresh buffers (filled by clone_as), never the original's tensors.
+  auto fresh = [](const Tensor& t) { return t.defined() ? empty_like(t) : Tensor(); };
+  return clone_as<BCEWithLogitsLoss>(fresh(weight), reduction, fresh(pos_weight));
 }
 
 }  // namespace ember::nn

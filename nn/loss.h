@@ -56,8 +56,11 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntro
 Tensor nll_loss(const Tensor& input, const Tensor& target, const NLLLossOptions& options = {});
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
 Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
-Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, const Tensor& pos_weight = {},
-                                        Reduction reduction = Reduction::Mean);
+// PyTorch's order: weight (rescales each element's loss, broadcasting
+// against the input) comes third, pos_weight (weighs the positive term)
+// last.
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, const Tensor& weight = {},
+                                        Reduction reduction = Reduction::Mean, const Tensor& pos_weight = {});
 
 }  // namespace functional
 
@@ -101,15 +104,18 @@ class L1Loss : public Module {
   const Reduction reduction;
 };
 
-// pos_weight, when given, is a buffer (it follows to() and the state dict).
+// torch.nn.BCEWithLogitsLoss(weight, reduction, pos_weight), in that order;
+// weight and pos_weight, when given, are buffers (they follow to() and the
+// state dict).
 class BCEWithLogitsLoss : public Module {
  public:
-  explicit BCEWithLogitsLoss(Tensor pos_weight = {}, Reduction reduction = Reduction::Mean);
+  explicit BCEWithLogitsLoss(Tensor weight = {}, Reduction reduction = Reduction::Mean, Tensor pos_weight = {});
   Tensor forward(const Tensor& input, const Tensor& target);
   Tensor operator()(const Tensor& input, const Tensor& target) { return forward(input, target); }
   std::shared_ptr<Module> clone() const override;
 
   const Reduction reduction;
+  Tensor weight;      // undefined when not given
   Tensor pos_weight;  // undefined when not given
 };
 

@@ -18,7 +18,7 @@ void check_window(const char* layer, Size2 kernel_size, Size2 stride, Size2 padd
 
 }  // namespace
 
-MaxPool2d::MaxPool2d(Size2 kernel_size, std::optional<Size2> stride, Size2 padding, Size2 dilation, bool ceil_mode)
+MaxPool2d::MaxPool2d(Size2 kernel_size, OptionalSize2 stride, Size2 padding, Size2 dilation, bool ceil_mode)
     : kernel_size(kernel_size),
       stride(stride.value_or(kernel_size)),
       padding(padding),
@@ -41,8 +41,7 @@ std::string MaxPool2d::extra_repr() const {
          ", dilation=" + dilation.str() + ", ceil_mode=" + flag(ceil_mode);
 }
 
-AvgPool2d::AvgPool2d(Size2 kernel_size, std::optional<Size2> stride, Size2 padding, bool ceil_mode,
-                     bool count_include_pad)
+AvgPool2d::AvgPool2d(Size2 kernel_size, OptionalSize2 stride, Size2 padding, bool ceil_mode, bool count_include_pad)
     : kernel_size(kernel_size),
       stride(stride.value_or(kernel_size)),
       padding(padding),

@@ -15,8 +15,8 @@ namespace ember::nn {
 
 class MaxPool2d : public UnaryModule {
  public:
-  explicit MaxPool2d(Size2 kernel_size, std::optional<Size2> stride = std::nullopt, Size2 padding = 0,
-                     Size2 dilation = 1, bool ceil_mode = false);
+  explicit MaxPool2d(Size2 kernel_size, OptionalSize2 stride = {}, Size2 padding = 0, Size2 dilation = 1,
+                     bool ceil_mode = false);
   Tensor forward(const Tensor& input) override;
   std::shared_ptr<Module> clone() const override;
   std::string extra_repr() const override;
@@ -31,8 +31,8 @@ class MaxPool2d : public UnaryModule {
 // count_include_pad: whether zero padding counts in each window's divisor.
 class AvgPool2d : public UnaryModule {
  public:
-  explicit AvgPool2d(Size2 kernel_size, std::optional<Size2> stride = std::nullopt, Size2 padding = 0,
-                     bool ceil_mode = false, bool count_include_pad = true);
+  explicit AvgPool2d(Size2 kernel_size, OptionalSize2 stride = {}, Size2 padding = 0, bool ceil_mode = false,
+                     bool count_include_pad = true);
   Tensor forward(const Tensor& input) override;
   std::shared_ptr<Module> clone() const override;
   std::string extra_repr() const override;

@@ -1,25 +1,12 @@
-// Size2: a (height, width) pair for the NCHW layers' kernel sizes, strides,
-// paddings and dilations. It converts from one integer (used for both
-// dims, as PyTorch's `kernel_size=3`) or from two ({3, 5}), so a bare {3}
-// can never mean {3, 0} as it would for a std::array.
+// nn::Size2 and nn::OptionalSize2 are ember's (core/size2.h): the ops and
+// the layers take the same (height, width) pair.
 #pragma once
 
-#include <cstdint>
-#include <string>
-
-#include "core/ops.h"
+#include "core/size2.h"
 
 namespace ember::nn {
 
-struct Size2 {
-  Size2(int64_t both) : h(both), w(both) {}
-  Size2(int64_t h, int64_t w) : h(h), w(w) {}
-  operator Int2() const { return {h, w}; }
-  bool operator==(const Size2& o) const { return h == o.h && w == o.w; }
-  std::string str() const { return "(" + std::to_string(h) + ", " + std::to_string(w) + ")"; }
-
-  int64_t h;
-  int64_t w;
-};
+using ember::OptionalSize2;
+using ember::Size2;
 
 }  // namespace ember::nn

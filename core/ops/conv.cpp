@@ -252,8 +252,8 @@ Tensor conv_forward(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, 
 
 }  // namespace
 
-Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int2 stride, Int2 padding, Int2 dilation,
-              int64_t groups) {
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Size2 stride, Size2 padding,
+              Size2 dilation, int64_t groups) {
   if (autocast_state::any_enabled()) [[unlikely]] {
     Tensor ci = input, cw = weight, cb = bias;
     if (autocast_state::lower_precision_inputs({&ci, &cw, &cb})) {

@@ -262,6 +262,11 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
 }
 
 Tensor embedding(const Tensor& weight, const Tensor& indices) {
+  EMBER_CHECK(!(weight.defined() && indices.defined() && is_integral(weight.dtype()) && is_floating(indices.dtype())),
+              "embedding: expected (weight, indices) as torch.embedding, table first, but got weight "
+                  << describe(weight) << " and indices " << describe(indices)
+                  << "; swap the arguments, or call nn::functional::embedding(input, weight) for "
+                     "torch.nn.functional.embedding's order");
   check_index("embedding", indices, weight);
   EMBER_CHECK(weight.dim() == 2,
               "embedding: the weight must be 2-D (num_embeddings, embedding_dim), got " << describe(weight));

@@ -83,10 +83,9 @@ int64_t pooled_size(int64_t in, int64_t k, int64_t s, int64_t pad, int64_t d, bo
   return out;
 }
 
-// Resolves the default stride, checks the window parameters and sets p.out.
+// Checks the window parameters and sets p.out.
 void window_shape(const Tensor& x, PoolParams& p, bool ceil_mode) {
   const char* op = op_name(p.op);
-  if (p.stride == Int2{0, 0}) p.stride = p.kernel;
   std::string params = "kernel_size " + pair_str(p.kernel) + ", stride " + pair_str(p.stride) + ", padding " +
                        pair_str(p.padding) + (p.op == PoolOp::Max ? ", dilation " + pair_str(p.dilation) : "") +
                        (ceil_mode ? ", ceil_mode" : "");
@@ -183,22 +182,24 @@ Tensor pool_forward(const Tensor& x_in, const PoolParams& p) {
 
 }  // namespace
 
-Tensor max_pool2d(const Tensor& input, Int2 kernel_size, Int2 stride, Int2 padding, Int2 dilation, bool ceil_mode) {
+Tensor max_pool2d(const Tensor& input, Size2 kernel_size, OptionalSize2 stride, Size2 padding, Size2 dilation,
+                  bool ceil_mode) {
   check_input("max_pool2d", input);
-  PoolParams p{PoolOp::Max, kernel_size, stride, padding, dilation};
+  PoolParams p{PoolOp::Max, kernel_size, stride.value_or(kernel_size), padding, dilation};
   window_shape(input, p, ceil_mode);
   return pool_forward(input, p);
 }
 
-Tensor avg_pool2d(const Tensor& input, Int2 kernel_size, Int2 stride, Int2 padding, bool ceil_mode,
+Tensor avg_pool2d(const Tensor& input, Size2 kernel_size, OptionalSize2 stride, Size2 padding, bool ceil_mode,
                   bool count_include_pad) {
   check_input("avg_pool2d", input);
-  PoolParams p{PoolOp::Avg, kernel_size, stride, padding, {1, 1}, count_include_pad};
+  PoolParams p{PoolOp::Avg, kernel_size, stride.value_or(kernel_size), padding, {1, 1}, count_include_pad};
   window_shape(input, p, ceil_mode);
   return pool_forward(input, p);
 }
 
-Tensor adaptive_avg_pool2d(const Tensor& input, Int2 output_size) {
+Tensor adaptive_avg_pool2d(const Tensor& input, Size2 output_size_hw) {
+  const Int2 output_size = output_size_hw;
   check_input("adaptive_avg_pool2d", input);
   EMBER_CHECK(output_size[0] >= 1 && output_size[1] >= 1, "adaptive_avg_pool2d: output_size must be positive, got "
                                                               << pair_str(output_size) << " for input of shape "

@@ -321,6 +321,17 @@ TEST(Embedding, Errors) {
   EXPECT_TRUE(throws_with([&] { embedding(w, from_vector<double>({1})); }, {"embedding", "int64 or int32", "float64"}));
 }
 
+TEST(Embedding, SwappedArgumentsNameTheOrder) {
+  // ember::embedding is torch.embedding (weight first); indices first is
+  // torch.nn.functional.embedding's order, nn::functional::embedding.
+  EXPECT_TRUE(throws_with(
+      [&] {
+        embedding(i64({1, 2}, {1, 2}), zeros({5, 3}));
+      },
+      {"embedding", "[1, 2] int64", "[5, 3] float32", "swap the arguments",
+       "nn::functional::embedding(input, weight)"}));
+}
+
 // ---------------- one_hot ----------------
 
 TEST(OneHot, Values) {

@@ -170,7 +170,7 @@ TEST(NnLoss, BceWithLogitsMatchesNaiveFormulaAndIsStable) {
   Tensor x = from_vector<double>(xv, {2, 3}), y = from_vector<double>(yv, {2, 3});
   Tensor pos = from_vector<double>(pw);
   std::vector<double> plain = to_vector<double>(F::binary_cross_entropy_with_logits(x, y, {}, Reduction::None));
-  std::vector<double> weighted = to_vector<double>(F::binary_cross_entropy_with_logits(x, y, pos, Reduction::None));
+  std::vector<double> weighted = to_vector<double>(F::binary_cross_entropy_with_logits(x, y, {}, Reduction::None, pos));
   double sum = 0;
   for (int i = 0; i < 6; ++i) {
     double s = 1 / (1 + std::exp(-xv[i]));
@@ -187,7 +187,8 @@ TEST(NnLoss, BceWithLogitsMatchesNaiveFormulaAndIsStable) {
             (std::vector<float>{0, 0, 200, 200}));
   Tensor xl = testing::random_leaf({2, 3}, 5);
   EXPECT_TRUE(testing::gradcheck(
-      [&](const TensorList& in) { return F::binary_cross_entropy_with_logits(in[0], y, pos, Reduction::None); }, {xl}));
+      [&](const TensorList& in) { return F::binary_cross_entropy_with_logits(in[0], y, {}, Reduction::None, pos); },
+      {xl}));
 }
 
 TEST(NnLoss, ModuleWrappersForwardToTheFunctions) {
@@ -200,14 +201,37 @@ TEST(NnLoss, ModuleWrappersForwardToTheFunctions) {
   EXPECT_TRUE(equal(nn::MSELoss(Reduction::Sum)(x, x * 2.0), F::mse_loss(x, x * 2.0, Reduction::Sum)));
   EXPECT_TRUE(equal(nn::L1Loss()(x, x * 2.0), F::l1_loss(x, x * 2.0)));
 
-  auto bce = std::make_shared<nn::BCEWithLogitsLoss>(from_vector<double>({1, 2, 3}));
+  auto bce = std::make_shared<nn::BCEWithLogitsLoss>(Tensor(), Reduction::Mean, from_vector<double>({1, 2, 3}));
   Tensor y = full({3, 3}, 0.5, DType::Float64);
-  EXPECT_TRUE(equal((*bce)(x, y), F::binary_cross_entropy_with_logits(x, y, from_vector<double>({1, 2, 3}))));
+  EXPECT_TRUE(equal((*bce)(x, y),
+                    F::binary_cross_entropy_with_logits(x, y, {}, Reduction::Mean, from_vector<double>({1, 2, 3}))));
   EXPECT_EQ(bce->state_dict().keys(), (std::vector<std::string>{"pos_weight"}));
   auto copy = nn::clone(bce);
   EXPECT_TRUE(equal(copy->pos_weight, bce->pos_weight));
   EXPECT_NE(copy->pos_weight.data_ptr(), bce->pos_weight.data_ptr());
   EXPECT_EQ(nn::CrossEntropyLoss().str(), "CrossEntropyLoss()");
+}
+
+TEST(NnLoss, BceWithLogitsTakesWeightThenPosWeightAsPyTorch) {
+  // torch.nn.functional.binary_cross_entropy_with_logits(input, target,
+  // weight, ..., reduction, pos_weight): the third argument rescales each
+  // element's loss; it once was pos_weight.
+  Tensor x = from_vector<double>({-1.5, 0.25, 2, 0.5, -0.75, 1}, {2, 3});
+  Tensor y = from_vector<double>({0, 1, 1, 1, 0, 0.5}, {2, 3});
+  Tensor w = from_vector<double>({0.5, 2, 3});
+  Tensor pos = from_vector<double>({4, 1, 0.25});
+  Tensor plain = F::binary_cross_entropy_with_logits(x, y, {}, Reduction::None);
+  EXPECT_TRUE(allclose(F::binary_cross_entropy_with_logits(x, y, w, Reduction::None), plain * w, 1e-15, 0));
+  Tensor positive = F::binary_cross_entropy_with_logits(x, y, {}, Reduction::None, pos);
+  EXPECT_TRUE(allclose(F::binary_cross_entropy_with_logits(x, y, w, Reduction::None, pos), positive * w, 1e-15, 0));
+  EXPECT_NEAR(F::binary_cross_entropy_with_logits(x, y, w).item<double>(), (plain * w).mean().item<double>(), 1e-15);
+
+  nn::BCEWithLogitsLoss module(w, Reduction::Sum, pos);
+  EXPECT_NEAR(module(x, y).item<double>(), (positive * w).sum().item<double>(), 1e-14);
+  EXPECT_EQ(module.state_dict().keys(), (std::vector<std::string>{"weight", "pos_weight"}));
+  auto copy = nn::clone(std::make_shared<nn::BCEWithLogitsLoss>(w, Reduction::Sum, pos));
+  EXPECT_TRUE(equal(copy->weight, w));
+  EXPECT_TRUE(equal(copy->pos_weight, pos));
 }
 
 }  // namespace
