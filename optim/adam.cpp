@@ -3,25 +3,20 @@
 
 namespace ember::optim {
 
-namespace {
-GroupOptions adam_map(double lr, double beta1, double beta2, double eps, double weight_decay, bool amsgrad) {
+GroupOptions AdamOptions::to_map(double default_weight_decay) const {
   return {{"lr", lr},
-          {"beta1", beta1},
-          {"beta2", beta2},
+          {"beta1", beta1()},
+          {"beta2", beta2()},
           {"eps", eps},
-          {"weight_decay", weight_decay},
+          {"weight_decay", weight_decay.value_or(default_weight_decay)},
           {"amsgrad", amsgrad ? 1.0 : 0.0}};
 }
-}  // namespace
-
-GroupOptions AdamOptions::to_map() const { return adam_map(lr, beta1, beta2, eps, weight_decay, amsgrad); }
-GroupOptions AdamWOptions::to_map() const { return adam_map(lr, beta1, beta2, eps, weight_decay, amsgrad); }
 
 Adam::Adam(TensorList params, AdamOptions options)
     : Adam(std::vector<ParamGroup>{ParamGroup(std::move(params))}, options) {}
 
 Adam::Adam(std::vector<ParamGroup> groups, AdamOptions defaults)
-    : Adam("Adam", std::move(groups), defaults.to_map(), false) {}
+    : Adam("Adam", std::move(groups), defaults.to_map(kAdamDefaultWeightDecay), false) {}
 
 Adam::Adam(std::string name, std::vector<ParamGroup> groups, GroupOptions defaults, bool decoupled_weight_decay)
     : Optimizer(std::move(name), std::move(defaults)), decoupled_weight_decay_(decoupled_weight_decay) {
@@ -32,7 +27,7 @@ AdamW::AdamW(TensorList params, AdamWOptions options)
     : AdamW(std::vector<ParamGroup>{ParamGroup(std::move(params))}, options) {}
 
 AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions defaults)
-    : Adam("AdamW", std::move(groups), defaults.to_map(), true) {}
+    : Adam("AdamW", std::move(groups), defaults.to_map(kAdamWDefaultWeightDecay), true) {}
 
 void Adam::check_options(const GroupOptions& o) const {
   const double lr = o.at("lr"), eps = o.at("eps"), weight_decay = o.at("weight_decay"), amsgrad = o.at("amsgrad");

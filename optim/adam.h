@@ -15,32 +15,38 @@
 // and, with amsgrad, "max_exp_avg_sq".
 #pragma once
 
+#include <optional>
+#include <utility>
+
 #include "optim/optimizer.h"
 
 namespace ember::optim {
 
+// The options of Adam and AdamW, one type (AdamWOptions is the same), so
+// that an optimizer chosen at run time takes one set of fields:
+//   AdamOptions o{.lr = 3e-4, .betas = {0.9, 0.95}};
+//   if (decoupled) opt = std::make_unique<AdamW>(params, o); else ... Adam(params, o);
+// betas is PyTorch's (beta1, beta2) pair; beta1() and beta2() read it, and
+// the param groups keep them as "beta1" and "beta2" (what OneCycleLR cycles).
+// weight_decay left unset takes the optimizer's PyTorch default: 0 for
+// Adam, 1e-2 for AdamW.
 struct AdamOptions {
   double lr = 1e-3;
-  double beta1 = 0.9;
-  double beta2 = 0.999;
+  std::pair<double, double> betas{0.9, 0.999};
   double eps = 1e-8;
-  double weight_decay = 0;
+  std::optional<double> weight_decay;
   bool amsgrad = false;
 
-  GroupOptions to_map() const;
+  double beta1() const { return betas.first; }
+  double beta2() const { return betas.second; }
+  // The group options, with default_weight_decay where weight_decay is unset.
+  GroupOptions to_map(double default_weight_decay) const;
 };
+using AdamWOptions = AdamOptions;
 
-// AdamW's defaults differ from Adam's only in weight_decay (1e-2, as PyTorch).
-struct AdamWOptions {
-  double lr = 1e-3;
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  double eps = 1e-8;
-  double weight_decay = 1e-2;
-  bool amsgrad = false;
-
-  GroupOptions to_map() const;
-};
+// PyTorch's defaults for weight_decay.
+inline constexpr double kAdamDefaultWeightDecay = 0;
+inline constexpr double kAdamWDefaultWeightDecay = 1e-2;
 
 class Adam : public Optimizer {
  public:

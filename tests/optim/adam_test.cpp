@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <type_traits>
+#include <utility>
 
 #include "ember.h"
 #include "support/error_message.h"
@@ -65,19 +67,15 @@ TEST(Adam, ThreeStepsMatchFloat64Reference) {
       Tensor w = leaf(ref_w, dtype);
       std::unique_ptr<optim::Optimizer> opt;
       if (c.adamw) {
-        opt = std::make_unique<AdamW>(TensorList{w}, AdamWOptions{.lr = 0.01,
-                                                                  .beta1 = 0.8,
-                                                                  .beta2 = 0.9,
-                                                                  .eps = 1e-6,
-                                                                  .weight_decay = c.weight_decay,
-                                                                  .amsgrad = c.amsgrad});
+        opt = std::make_unique<AdamW>(
+            TensorList{w},
+            AdamWOptions{
+                .lr = 0.01, .betas = {0.8, 0.9}, .eps = 1e-6, .weight_decay = c.weight_decay, .amsgrad = c.amsgrad});
       } else {
-        opt = std::make_unique<Adam>(TensorList{w}, AdamOptions{.lr = 0.01,
-                                                                .beta1 = 0.8,
-                                                                .beta2 = 0.9,
-                                                                .eps = 1e-6,
-                                                                .weight_decay = c.weight_decay,
-                                                                .amsgrad = c.amsgrad});
+        opt = std::make_unique<Adam>(
+            TensorList{w},
+            AdamOptions{
+                .lr = 0.01, .betas = {0.8, 0.9}, .eps = 1e-6, .weight_decay = c.weight_decay, .amsgrad = c.amsgrad});
       }
       testing::RefAdam ref{0.01, 0.8, 0.9, 1e-6, c.weight_decay, c.amsgrad, c.adamw};
       for (const std::vector<double>& g : kGrads) {
@@ -143,11 +141,45 @@ TEST(AdamW, DefaultsAndDecoupledDecayWithZeroGrad) {
   EXPECT_DOUBLE_EQ(got[1], -4.0 * (1 - 1e-5));
 }
 
+TEST(Adam, OneOptionsTypeServesAdamAndAdamW) {
+  // Choosing the optimizer at run time takes one set of fields; an unset
+  // weight_decay is each optimizer's PyTorch default (0 for Adam, 1e-2 for
+  // AdamW), a set one is used by both.
+  static_assert(std::is_same_v<AdamOptions, AdamWOptions>);
+  Tensor w = leaf({1.0});
+  AdamOptions o{.lr = 0.05, .betas = {0.8, 0.95}};
+  Adam adam({w}, o);
+  AdamW adamw({w}, o);
+  EXPECT_DOUBLE_EQ(adam.param_groups()[0].get("weight_decay"), 0.0);
+  EXPECT_DOUBLE_EQ(adamw.param_groups()[0].get("weight_decay"), 1e-2);
+  for (const optim::Optimizer* opt : std::vector<const optim::Optimizer*>{&adam, &adamw}) {
+    EXPECT_DOUBLE_EQ(opt->param_groups()[0].get("lr"), 0.05);
+    EXPECT_DOUBLE_EQ(opt->param_groups()[0].get("beta1"), 0.8);
+    EXPECT_DOUBLE_EQ(opt->param_groups()[0].get("beta2"), 0.95);
+  }
+  o.weight_decay = 0.3;
+  EXPECT_DOUBLE_EQ(Adam({w}, o).param_groups()[0].get("weight_decay"), 0.3);
+  EXPECT_DOUBLE_EQ(AdamW({w}, o).param_groups()[0].get("weight_decay"), 0.3);
+}
+
+TEST(Adam, BetasIsPyTorchsPairWithBeta1Beta2Accessors) {
+  AdamOptions o;
+  EXPECT_EQ(o.betas, (std::pair<double, double>{0.9, 0.999}));
+  EXPECT_DOUBLE_EQ(o.beta1(), 0.9);
+  EXPECT_DOUBLE_EQ(o.beta2(), 0.999);
+  EXPECT_FALSE(o.weight_decay.has_value());
+  o.betas = {0.5, 0.75};
+  EXPECT_DOUBLE_EQ(o.beta1(), 0.5);
+  EXPECT_DOUBLE_EQ(o.beta2(), 0.75);
+}
+
 TEST(Adam, RejectsBadOptionsNamingThem) {
   using testing::error_of;
   using ::testing::HasSubstr;
   Tensor w = leaf({1.0});
-  EXPECT_THAT(error_of([&] { Adam opt({w}, AdamOptions{.beta2 = 1.0}); }),
+  EXPECT_THAT(error_of([&] {
+                Adam opt({w}, AdamOptions{.betas = {0.9, 1.0}});
+              }),
               HasSubstr("Adam: invalid beta parameter at index 1: 1"));
   EXPECT_THAT(error_of([&] { AdamW opt({w}, AdamWOptions{.eps = -1e-8}); }),
               HasSubstr("AdamW: invalid epsilon value: -1e-08"));
