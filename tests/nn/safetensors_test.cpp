@@ -272,6 +272,19 @@ TEST_F(SafetensorsFiles, ReadsAFileFromAnIndependentWriter) {
   EXPECT_EQ(f.tensors.at("empty").shape(), (Shape{0, 4}));
 }
 
+// fixtures/checksummed.safetensors was written by ember's save_safetensors:
+// a reader that computes the checksums differently fails here (and the
+// fuzzer starts from a file that has them).
+TEST(SafetensorsParse, ReadsTheChecksummedFixture) {
+  SafetensorsContents f =
+      load_safetensors((fs::path(EMBER_TESTS_DIR) / "nn" / "fixtures" / "checksummed.safetensors").string());
+  EXPECT_EQ(f.metadata,
+            (std::map<std::string, std::string>{{"note", "written by ember's save_safetensors, with its checksums"}}));
+  EXPECT_TRUE(equal(f.tensors.at("0.weight"), from_vector<float>({0.5f, -1.f, 2.f, 0.25f}).reshape({2, 2})));
+  EXPECT_TRUE(equal(f.tensors.at("1.running_mean"), from_vector<float>({0.f, 1.f}).to(DType::BFloat16)));
+  EXPECT_EQ(f.tensors.at("1.num_batches_tracked").item<int64_t>(), 3);
+}
+
 TEST_F(SafetensorsFiles, AtomicWriteLeavesNoTemporaryFile) {
   save_safetensors(path("m.safetensors"), {{"x", ones({3})}});
   save_safetensors(path("m.safetensors"), {{"y", zeros({2})}});  // replaces the file
