@@ -48,7 +48,7 @@
 // a padding space turned into a tab, CR or LF. data_offsets are not in
 // the digest (another writer may lay tensors out differently): the tiling
 // checks and the tensors' checksums catch a changed offset. The cost is
-// one CRC pass over the data on each side, ~4 GB/s on one core.
+// one CRC pass over the data on each side: ~0.3 s per GiB on one core.
 #pragma once
 
 #include <cstddef>

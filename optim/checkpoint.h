@@ -22,7 +22,9 @@
 // state to the parameters' devices) and checkpoint.scheduler to
 // LRScheduler::load_state_dict. A file that is not such a checkpoint (no
 // "ember.checkpoint" metadata, an unknown tensor name, a malformed number)
-// is an ember::Error naming the file and the key.
+// is an ember::Error naming the file and the key. The file carries
+// save_safetensors' checksums, so a corrupt checkpoint is an error naming
+// the tensor (or "header") rather than a resumed run on different weights.
 #pragma once
 
 #include <map>
