@@ -24,13 +24,7 @@ namespace {
 // grad it has is converted alongside.
 void replace_data(Tensor t, const Tensor& value) {
   Tensor grad = t.grad();
-  TensorImpl* impl = t.impl();
-  impl->storage = value.storage();
-  impl->sizes = value.sizes();
-  impl->strides = value.strides();
-  impl->offset = value.storage_offset();
-  impl->dtype = value.dtype();
-  impl->is_view = false;
+  ember::detail::point_at(t, value);
   if (grad.defined()) {
     NoGradGuard no_grad;
     Tensor g = grad.detach().to(t.device(), t.dtype());

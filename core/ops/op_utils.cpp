@@ -16,4 +16,14 @@ int64_t wrap_dim(const char* op, int64_t dim, int64_t ndim, const Shape& shape) 
   return dim < 0 ? dim + n : dim;
 }
 
+void point_at(const Tensor& t, const Tensor& value) {
+  TensorImpl* impl = t.impl();
+  impl->storage = value.storage();
+  impl->sizes = value.sizes();
+  impl->strides = value.strides();
+  impl->offset = value.storage_offset();
+  impl->dtype = value.dtype();
+  impl->is_view = false;
+}
+
 }  // namespace ember::detail

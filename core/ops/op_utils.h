@@ -18,4 +18,9 @@ std::string describe_shape_dtype(const Tensor& t);
 // the valid range otherwise.
 int64_t wrap_dim(const char* op, int64_t dim, int64_t ndim, const Shape& shape);
 
+// Points t's TensorImpl at value's storage, sizes, strides, offset and dtype
+// (PyTorch's param.data = value): every handle to t sees the new data; t
+// keeps its autograd identity (leaf, requires_grad, hooks) and its grad.
+void point_at(const Tensor& t, const Tensor& value);
+
 }  // namespace ember::detail

@@ -8,6 +8,7 @@
 #include "core/autograd/function.h"
 #include "core/grad_mode.h"
 #include "core/ops.h"
+#include "core/ops/op_utils.h"
 
 namespace ember::parallel {
 namespace {
@@ -33,17 +34,9 @@ struct Stamp {
 
 Stamp stamp_of(const Tensor& t) { return {t.storage(), t.storage_offset(), t.version()}; }
 
-// Points t's TensorImpl at value's data, as Module::to does: every handle to
-// t (the layer's member, the registry entry) sees it.
-void point_at(const Tensor& t, const Tensor& value) {
-  TensorImpl* impl = t.impl();
-  impl->storage = value.storage();
-  impl->sizes = value.sizes();
-  impl->strides = value.strides();
-  impl->offset = value.storage_offset();
-  impl->dtype = value.dtype();
-  impl->is_view = false;
-}
+// Points a replica's tensor at its data, as Module::to does: every handle to
+// it (the layer's member, the registry entry) sees it.
+using ember::detail::point_at;
 
 void clear_history(const Tensor& t, bool requires_grad) {
   autograd::AutogradMeta& m = autograd::meta(t);
