@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "ember.h"
 #include "examples/train/models.h"
@@ -98,6 +99,24 @@ TEST_F(SerializeFiles, RoundTripAndOtherFloatingDtypes) {
   EXPECT_TRUE(
       equal(b->state_dict().at("0.weight"), a->state_dict().at("0.weight").to(DType::BFloat16).to(DType::Float32)));
   EXPECT_EQ(b->state_dict().at("1.num_batches_tracked").item<int64_t>(), 9);
+}
+
+TEST_F(SerializeFiles, ACorruptFileIsAnErrorNamingTheTensor) {
+  auto mlp = train::make_mlp({16}, 0.0);
+  nn::save(*mlp, path("mlp.safetensors"));
+  const Tensor before = mlp->state_dict().at("1.weight").clone();
+  std::fstream f(path("mlp.safetensors"), std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(0, std::ios::end);
+  const std::streamoff last = f.tellg() - std::streamoff(1);  // the last tensor's last byte
+  f.seekg(last);
+  const char byte = char(f.get() ^ 0x10);
+  f.seekp(last);
+  f.put(byte);
+  f.close();
+  const std::string message = error_of([&] { nn::load(*mlp, path("mlp.safetensors")); });
+  EXPECT_THAT(message, HasSubstr("load_safetensors: " + path("mlp.safetensors") + ": tensor \""));
+  EXPECT_THAT(message, HasSubstr("its data does not match its checksum"));
+  EXPECT_TRUE(equal(mlp->state_dict().at("1.weight"), before));
 }
 
 TEST_F(SerializeFiles, ErrorsNameTheFileTheKeyAndWhatWasExpected) {
