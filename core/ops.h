@@ -19,6 +19,7 @@
 
 #include <array>
 #include <optional>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -74,7 +75,12 @@ Tensor rsqrt(const Tensor& x);
 Tensor tanh(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor relu(const Tensor& x);
-Tensor gelu(const Tensor& x);  // exact (erf) form, PyTorch's default
+// torch.nn.functional.gelu(input, approximate='none'): approximate "none" is
+// the exact form x * Phi(x) (erf), "tanh" is
+// 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))); any other string is an
+// ember::Error. gelu(x) is the exact form.
+Tensor gelu(const Tensor& x);
+Tensor gelu(const Tensor& x, std::string_view approximate);
 Tensor abs(const Tensor& x);
 Tensor sign(const Tensor& x);
 Tensor sin(const Tensor& x);

@@ -19,6 +19,7 @@
 #include <iosfwd>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -101,6 +102,8 @@ class Tensor {
   bool is_cuda() const { return device().is_cuda(); }
   const std::shared_ptr<Storage>& storage() const { return impl_->storage; }
 
+  // Made under InferenceMode (core/inference_mode.h), or a view of such a tensor.
+  bool is_inference() const { return impl_->storage->is_inference(); }
   // Pointer to the first element (storage + offset).
   void* data_ptr() const;
   // Typed pointer; an ember::Error if T does not match dtype().
@@ -159,6 +162,7 @@ class Tensor {
   Tensor sigmoid() const;
   Tensor relu() const;
   Tensor gelu() const;
+  Tensor gelu(std::string_view approximate) const;  // "none" or "tanh"
   Tensor abs() const;
   Tensor pow(const Scalar& exponent) const;
   Tensor pow(const Tensor& exponent) const;

@@ -33,6 +33,23 @@ EMBER_HOST_DEVICE inline T gelu_grad(T x) {
   return cdf + x * pdf;
 }
 
+// PyTorch's approximate='tanh' form and its exact derivative:
+//   y  = 0.5 x (1 + t),  t = tanh(k (x + c x^3)),  k = sqrt(2 / pi), c = 0.044715
+//   y' = 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2)
+template <typename T>
+EMBER_HOST_DEVICE inline T gelu_tanh(T x) {
+  T t = EMBER_MATH_FN(tanh)(T(0.79788456080286535588) * (x + T(0.044715) * x * x * x));
+  return T(0.5) * x * (T(1) + t);
+}
+
+template <typename T>
+EMBER_HOST_DEVICE inline T gelu_tanh_grad(T x) {
+  T x2 = x * x;
+  T t = EMBER_MATH_FN(tanh)(T(0.79788456080286535588) * (x + T(0.044715) * x2 * x));
+  T dinner = T(0.79788456080286535588) * (T(1) + T(3 * 0.044715) * x2);
+  return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * dinner;
+}
+
 template <UnaryOp Op, typename T>
 EMBER_HOST_DEVICE inline T unary(T x) {
   if constexpr (Op == UnaryOp::Neg) return -x;
@@ -48,6 +65,7 @@ EMBER_HOST_DEVICE inline T unary(T x) {
   else if constexpr (Op == UnaryOp::Tanh) return EMBER_MATH_FN(tanh)(x);
   else if constexpr (Op == UnaryOp::Sigmoid) return T(1) / (T(1) + EMBER_MATH_FN(exp)(-x));
   else if constexpr (Op == UnaryOp::Gelu) return gelu(x);
+  else if constexpr (Op == UnaryOp::GeluTanh) return gelu_tanh(x);
   else if constexpr (Op == UnaryOp::Sin) return EMBER_MATH_FN(sin)(x);
   else if constexpr (Op == UnaryOp::Cos) return EMBER_MATH_FN(cos)(x);
   else if constexpr (Op == UnaryOp::Reciprocal) return T(1) / x;
@@ -114,14 +132,15 @@ EMBER_HOST_DEVICE inline T binary(T a, T b) {
   else if constexpr (Op == BinaryOp::LogicalOr) return T(a || b);
   else if constexpr (Op == BinaryOp::ReluBackward) return b > T(0) ? a : T(0);
   else if constexpr (Op == BinaryOp::GeluBackward) return a * gelu_grad(b);
+  else if constexpr (Op == BinaryOp::GeluTanhBackward) return a * gelu_tanh_grad(b);
   else if constexpr (Op == BinaryOp::TanhBackward) return a * (T(1) - b * b);
   else if constexpr (Op == BinaryOp::SigmoidBackward) return a * b * (T(1) - b);
   else static_assert(Op == BinaryOp::Add, "unhandled binary op");
 }
 
 constexpr bool binary_is_backward(BinaryOp op) {
-  return op == BinaryOp::ReluBackward || op == BinaryOp::GeluBackward || op == BinaryOp::TanhBackward ||
-         op == BinaryOp::SigmoidBackward;
+  return op == BinaryOp::ReluBackward || op == BinaryOp::GeluBackward || op == BinaryOp::GeluTanhBackward ||
+         op == BinaryOp::TanhBackward || op == BinaryOp::SigmoidBackward;
 }
 
 // Whether a kernel exists for Op on element type T: logical ops on bool
@@ -167,6 +186,7 @@ EMBER_HOST_DEVICE inline bool compare(T a, T b) {
     EMBER_OP_CASE_(::ember::UnaryOp, Sigmoid, OP, __VA_ARGS__)    \
     EMBER_OP_CASE_(::ember::UnaryOp, Relu, OP, __VA_ARGS__)       \
     EMBER_OP_CASE_(::ember::UnaryOp, Gelu, OP, __VA_ARGS__)       \
+    EMBER_OP_CASE_(::ember::UnaryOp, GeluTanh, OP, __VA_ARGS__)   \
     EMBER_OP_CASE_(::ember::UnaryOp, Abs, OP, __VA_ARGS__)        \
     EMBER_OP_CASE_(::ember::UnaryOp, Sign, OP, __VA_ARGS__)       \
     EMBER_OP_CASE_(::ember::UnaryOp, Sin, OP, __VA_ARGS__)        \
@@ -177,21 +197,22 @@ EMBER_HOST_DEVICE inline bool compare(T a, T b) {
     EMBER_OP_CASE_(::ember::UnaryOp, Erf, OP, __VA_ARGS__)        \
   }
 
-#define EMBER_SWITCH_BINARY_OP(op, OP, ...)                             \
-  switch (op) {                                                         \
-    EMBER_OP_CASE_(::ember::BinaryOp, Add, OP, __VA_ARGS__)             \
-    EMBER_OP_CASE_(::ember::BinaryOp, Sub, OP, __VA_ARGS__)             \
-    EMBER_OP_CASE_(::ember::BinaryOp, Mul, OP, __VA_ARGS__)             \
-    EMBER_OP_CASE_(::ember::BinaryOp, Div, OP, __VA_ARGS__)             \
-    EMBER_OP_CASE_(::ember::BinaryOp, Maximum, OP, __VA_ARGS__)         \
-    EMBER_OP_CASE_(::ember::BinaryOp, Minimum, OP, __VA_ARGS__)         \
-    EMBER_OP_CASE_(::ember::BinaryOp, Pow, OP, __VA_ARGS__)             \
-    EMBER_OP_CASE_(::ember::BinaryOp, LogicalAnd, OP, __VA_ARGS__)      \
-    EMBER_OP_CASE_(::ember::BinaryOp, LogicalOr, OP, __VA_ARGS__)       \
-    EMBER_OP_CASE_(::ember::BinaryOp, ReluBackward, OP, __VA_ARGS__)    \
-    EMBER_OP_CASE_(::ember::BinaryOp, GeluBackward, OP, __VA_ARGS__)    \
-    EMBER_OP_CASE_(::ember::BinaryOp, TanhBackward, OP, __VA_ARGS__)    \
-    EMBER_OP_CASE_(::ember::BinaryOp, SigmoidBackward, OP, __VA_ARGS__) \
+#define EMBER_SWITCH_BINARY_OP(op, OP, ...)                              \
+  switch (op) {                                                          \
+    EMBER_OP_CASE_(::ember::BinaryOp, Add, OP, __VA_ARGS__)              \
+    EMBER_OP_CASE_(::ember::BinaryOp, Sub, OP, __VA_ARGS__)              \
+    EMBER_OP_CASE_(::ember::BinaryOp, Mul, OP, __VA_ARGS__)              \
+    EMBER_OP_CASE_(::ember::BinaryOp, Div, OP, __VA_ARGS__)              \
+    EMBER_OP_CASE_(::ember::BinaryOp, Maximum, OP, __VA_ARGS__)          \
+    EMBER_OP_CASE_(::ember::BinaryOp, Minimum, OP, __VA_ARGS__)          \
+    EMBER_OP_CASE_(::ember::BinaryOp, Pow, OP, __VA_ARGS__)              \
+    EMBER_OP_CASE_(::ember::BinaryOp, LogicalAnd, OP, __VA_ARGS__)       \
+    EMBER_OP_CASE_(::ember::BinaryOp, LogicalOr, OP, __VA_ARGS__)        \
+    EMBER_OP_CASE_(::ember::BinaryOp, ReluBackward, OP, __VA_ARGS__)     \
+    EMBER_OP_CASE_(::ember::BinaryOp, GeluBackward, OP, __VA_ARGS__)     \
+    EMBER_OP_CASE_(::ember::BinaryOp, GeluTanhBackward, OP, __VA_ARGS__) \
+    EMBER_OP_CASE_(::ember::BinaryOp, TanhBackward, OP, __VA_ARGS__)     \
+    EMBER_OP_CASE_(::ember::BinaryOp, SigmoidBackward, OP, __VA_ARGS__)  \
   }
 
 #define EMBER_SWITCH_COMPARE_OP(op, OP, ...)                \

@@ -8,8 +8,9 @@ namespace ember::nn {
 Tensor ReLU::forward(const Tensor& input) { return relu(input); }
 std::shared_ptr<Module> ReLU::clone() const { return clone_as<ReLU>(); }
 
-Tensor GELU::forward(const Tensor& input) { return gelu(input); }
-std::shared_ptr<Module> GELU::clone() const { return clone_as<GELU>(); }
+Tensor GELU::forward(const Tensor& input) { return gelu(input, approximate); }
+std::shared_ptr<Module> GELU::clone() const { return clone_as<GELU>(approximate); }
+std::string GELU::extra_repr() const { return "approximate='" + approximate + "'"; }
 
 Tensor Tanh::forward(const Tensor& input) { return tanh(input); }
 std::shared_ptr<Module> Tanh::clone() const { return clone_as<Tanh>(); }

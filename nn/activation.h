@@ -1,9 +1,11 @@
 // Activation layers: ReLU, GELU, Tanh, Sigmoid, Softmax and LogSoftmax.
 //
 // Each applies its ember op (core/ops.h) elementwise, or along `dim` for the
-// softmaxes, and has no parameters. GELU is the exact (erf) form, PyTorch's
-// default.
+// softmaxes, and has no parameters.
 #pragma once
+
+#include <string>
+#include <utility>
 
 #include "nn/module.h"
 
@@ -15,10 +17,17 @@ class ReLU : public UnaryModule {
   std::shared_ptr<Module> clone() const override;
 };
 
+// torch.nn.GELU: approximate "none" (the default) is the exact (erf) form,
+// "tanh" the tanh approximation (see ember::gelu); another string is an
+// ember::Error at forward, as in PyTorch. Prints GELU(approximate='none').
 class GELU : public UnaryModule {
  public:
+  explicit GELU(std::string approximate = "none") : approximate(std::move(approximate)) {}
   Tensor forward(const Tensor& input) override;
   std::shared_ptr<Module> clone() const override;
+  std::string extra_repr() const override;
+
+  const std::string approximate;
 };
 
 class Tanh : public UnaryModule {

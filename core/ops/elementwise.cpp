@@ -81,6 +81,12 @@ Tensor backward_formula(BinaryOp op, const char* name, const Tensor& g, const Te
       Tensor pdf = exp(square(s) * -0.5) * 0.39894228040143267794;
       return g * (cdf + s * pdf);
     }
+    case BinaryOp::GeluTanhBackward: {
+      const double k = 0.79788456080286535588, c = 0.044715;
+      Tensor t = tanh((s + s * square(s) * c) * k);
+      Tensor dinner = (square(s) * (3 * c) + 1.0) * k;
+      return g * ((t + 1.0) * 0.5 + s * rsub(square(t), 1) * dinner * 0.5);
+    }
     default: EMBER_INTERNAL_ASSERT(false, name << ": no composed backward formula");
   }
 }
@@ -124,6 +130,20 @@ EMBER_FLOAT_UNARY(sigmoid, Sigmoid, "SigmoidBackward", SavedTensor::output(y),
                   backward_formula(BinaryOp::SigmoidBackward, "sigmoid_backward", g[0], s))
 EMBER_FLOAT_UNARY(gelu, Gelu, "GeluBackward", SavedTensor(x),
                   backward_formula(BinaryOp::GeluBackward, "gelu_backward", g[0], s))
+Tensor gelu(const Tensor& x, std::string_view approximate) {
+  if (approximate == "none") return gelu(x);
+  EMBER_CHECK(approximate == "tanh", "gelu: approximate must be 'none' or 'tanh', got '" << approximate << "'");
+  Tensor y = unary_kernel_call(UnaryOp::GeluTanh, "gelu", x, float_compute(x));
+  if (needs_grad(x)) {
+    SavedTensor saved(x);
+    record("GeluBackward", {&y}, {x}, [saved](const TensorList& g) {
+      Tensor s = saved.unpack("GeluBackward");
+      return TensorList{backward_formula(BinaryOp::GeluTanhBackward, "gelu_backward", g[0], s)};
+    });
+  }
+  return y;
+}
+
 EMBER_FLOAT_UNARY(erf, Erf, "ErfBackward", SavedTensor(x), g[0] * exp(-square(s)) * 1.12837916709551257390)
 EMBER_FLOAT_UNARY(sin, Sin, "SinBackward", SavedTensor(x), g[0] * cos(s))
 EMBER_FLOAT_UNARY(cos, Cos, "CosBackward", SavedTensor(x), -(g[0] * sin(s)))
@@ -479,6 +499,7 @@ Tensor Tensor::tanh() const { return ember::tanh(*this); }
 Tensor Tensor::sigmoid() const { return ember::sigmoid(*this); }
 Tensor Tensor::relu() const { return ember::relu(*this); }
 Tensor Tensor::gelu() const { return ember::gelu(*this); }
+Tensor Tensor::gelu(std::string_view approximate) const { return ember::gelu(*this, approximate); }
 Tensor Tensor::abs() const { return ember::abs(*this); }
 Tensor Tensor::pow(const Scalar& e) const { return ember::pow(*this, e); }
 Tensor Tensor::pow(const Tensor& e) const { return ember::pow(*this, e); }

@@ -26,6 +26,7 @@ enum class UnaryOp : uint8_t {
   Sigmoid,
   Relu,
   Gelu,
+  GeluTanh,
   Abs,
   Sign,
   Sin,
@@ -48,10 +49,11 @@ enum class BinaryOp : uint8_t {
   Pow,
   LogicalAnd,
   LogicalOr,
-  ReluBackward,     // b > 0 ? a : 0           (b = x)
-  GeluBackward,     // a * gelu'(b)            (b = x)
-  TanhBackward,     // a * (1 - b * b)         (b = y)
-  SigmoidBackward,  // a * b * (1 - b)         (b = y)
+  ReluBackward,      // b > 0 ? a : 0           (b = x)
+  GeluBackward,      // a * gelu'(b)            (b = x)
+  GeluTanhBackward,  // a * gelu_tanh'(b)       (b = x)
+  TanhBackward,      // a * (1 - b * b)         (b = y)
+  SigmoidBackward,   // a * b * (1 - b)         (b = y)
 };
 
 enum class CompareOp : uint8_t { Eq, Ne, Lt, Le, Gt, Ge };

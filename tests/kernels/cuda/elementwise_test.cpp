@@ -121,6 +121,21 @@ TEST(CudaElementwise, GradientsMatchCpu) {
       {a, b}, /*grads=*/true));
 }
 
+TEST(CudaElementwise, GeluTanhValuesAndGradientsAllDtypes) {
+  EMBER_REQUIRE_CUDA();
+  for (DType dt : kFloatTypes) {
+    for (int64_t n : odd_sizes()) {
+      Tensor x = random_input({n}, dt, uint64_t(n) + 5) * 3.0;
+      EXPECT_TRUE(cuda_matches_cpu([](const TensorList& in) { return TensorList{gelu(in[0], "tanh")}; }, {x}))
+          << dtype_name(dt) << " n=" << n;
+    }
+    Tensor m = random_input({37, 29}, dt, 21).set_requires_grad();
+    EXPECT_TRUE(cuda_matches_cpu([](const TensorList& in) { return TensorList{in[0].t().gelu("tanh")}; }, {m},
+                                 /*grads=*/true))
+        << dtype_name(dt);
+  }
+}
+
 TEST(CudaElementwise, CrossDeviceCopiesRoundTrip) {
   EMBER_REQUIRE_CUDA();
   Tensor x = random_input({65, 33}, DType::Float32, 13);
