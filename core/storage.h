@@ -11,6 +11,7 @@
 
 #include "core/allocator.h"
 #include "core/device.h"
+#include "core/inference_mode.h"
 
 namespace ember {
 
@@ -30,12 +31,16 @@ class Storage {
 
   uint32_t version() const { return version_.load(std::memory_order_relaxed); }
   void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
+  // Allocated under InferenceMode (core/inference_mode.h): every tensor on
+  // it is an inference tensor.
+  bool is_inference() const { return inference_; }
 
  private:
   DataPtr data_;
   size_t nbytes_;
   Device device_;
   std::atomic<uint32_t> version_{0};
+  bool inference_ = InferenceMode::is_enabled();
 };
 
 }  // namespace ember

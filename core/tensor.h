@@ -100,6 +100,8 @@ class Tensor {
   // compute in and give their outputs.
   MemoryFormat suggest_memory_format() const;
   bool is_cuda() const { return device().is_cuda(); }
+  // Made under InferenceMode (core/inference_mode.h), or a view of such a tensor.
+  bool is_inference() const { return impl_->storage->is_inference(); }
   const std::shared_ptr<Storage>& storage() const { return impl_->storage; }
 
   // Made under InferenceMode (core/inference_mode.h), or a view of such a tensor.

@@ -35,6 +35,11 @@ bool SavedTensor::pack(const Tensor& t) {
 }
 
 SavedTensor::SavedTensor(const Tensor& t) {
+  EMBER_CHECK(!t.defined() || !t.is_inference(),
+              "autograd: inference tensors cannot be saved for backward: an op whose gradient needs a tensor of shape "
+                  << shape_str(t.shape()) << " (" << dtype_name(t.dtype()) << ", " << t.device()
+                  << ") got one made under InferenceMode; clone() it outside inference mode to get a normal tensor "
+                     "and use that in autograd");
   if (pack(t)) return;
   tensor_ = t;
   version_ = t.defined() ? t.version() : 0;

@@ -7,6 +7,7 @@
 #include "core/autograd/accumulate_grad.h"
 #include "core/autograd/engine.h"
 #include "core/grad_mode.h"
+#include "core/inference_mode.h"
 #include "core/ops.h"
 
 namespace ember {
@@ -87,6 +88,11 @@ Tensor& Tensor::set_requires_grad(bool requires_grad) {
                              << grad_fn()->name() << ". Use detach() to get a leaf");
   EMBER_CHECK(!requires_grad || is_floating(dtype()),
               "set_requires_grad: only floating tensors can require gradients, got dtype " << dtype_name(dtype()));
+  EMBER_CHECK(!requires_grad || !is_inference() || InferenceMode::is_enabled(),
+              "set_requires_grad: setting requires_grad=true on an inference tensor (shape "
+                  << shape_str(shape())
+                  << ", made under InferenceMode) outside inference mode is not allowed; "
+                     "clone() it outside inference mode to get a normal tensor");
   autograd::meta(*this).requires_grad = requires_grad;
   return *this;
 }

@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "core/autograd/function.h"
+#include "core/inference_mode.h"
 #include "core/ops.h"
 #include "core/inference_mode.h"
 #include "core/ops/elementwise_kernels.h"
@@ -18,6 +19,10 @@ namespace {
 
 void check_writable(const char* op, const Tensor& self) {
   EMBER_CHECK(self.defined(), op << ": called on an undefined tensor");
+  EMBER_CHECK(!self.is_inference() || InferenceMode::is_enabled(),
+              op << ": in-place update of an inference tensor (shape " << shape_str(self.shape())
+                 << ", made under InferenceMode) outside inference mode is not allowed; clone() it first to get a "
+                    "normal tensor, or update it inside InferenceMode");
   for (int64_t d = 0; d < self.dim(); ++d) {
     EMBER_CHECK(self.strides()[d] != 0 || self.sizes()[d] <= 1,
   EMBER_CHECK(!self.is_inference() || InferenceMode::is_enabled(),
