@@ -70,6 +70,11 @@ class MultiheadAttention : public Module {
   Tensor in_proj_weight;             // (3 E, E): W_q, W_k, W_v stacked
   Tensor in_proj_bias;               // (3 E), undefined when built with bias = false
   std::shared_ptr<Linear> out_proj;  // E -> E
+
+ protected:
+  void parameter_replaced(const std::string& name, const Tensor& parameter) override {
+    (name == "in_proj_weight" ? in_proj_weight : in_proj_bias) = parameter;
+  }
 };
 
 }  // namespace ember::nn

@@ -52,6 +52,9 @@ class BatchNormBase : public UnaryModule {
   // A layer with other's options over other's very parameter and buffer
   // tensors (shared, not copied: an optimizer of other's keeps working).
   explicit BatchNormBase(const BatchNormBase& other);
+  void parameter_replaced(const std::string& name, const Tensor& parameter) override {
+    (name == "weight" ? weight : bias) = parameter;
+  }
   virtual void check_input_dim(const Tensor& input) const = 0;
   // Normalizes with the batch statistics (use_batch_stats, updating the
   // running ones with momentum factor) or the running ones, and adds one to

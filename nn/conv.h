@@ -35,6 +35,11 @@ class Conv2d : public UnaryModule {
   const int64_t groups;
   Tensor weight;  // (out_channels, in_channels / groups, kH, kW)
   Tensor bias;    // (out_channels), undefined when built with bias = false
+
+ protected:
+  void parameter_replaced(const std::string& name, const Tensor& parameter) override {
+    (name == "weight" ? weight : bias) = parameter;
+  }
 };
 
 }  // namespace ember::nn

@@ -24,6 +24,9 @@ class Embedding : public UnaryModule {
   const int64_t num_embeddings;
   const int64_t embedding_dim;
   Tensor weight;  // (num_embeddings, embedding_dim)
+
+ protected:
+  void parameter_replaced(const std::string&, const Tensor& parameter) override { weight = parameter; }
 };
 
 }  // namespace ember::nn

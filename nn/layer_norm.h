@@ -27,6 +27,11 @@ class LayerNorm : public UnaryModule {
   const bool elementwise_affine;
   Tensor weight;  // normalized_shape, undefined unless elementwise_affine
   Tensor bias;    // normalized_shape, undefined unless elementwise_affine and bias
+
+ protected:
+  void parameter_replaced(const std::string& name, const Tensor& parameter) override {
+    (name == "weight" ? weight : bias) = parameter;
+  }
 };
 
 }  // namespace ember::nn

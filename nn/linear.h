@@ -26,6 +26,11 @@ class Linear : public UnaryModule {
   const int64_t out_features;
   Tensor weight;  // (out_features, in_features)
   Tensor bias;    // (out_features), undefined when built with bias = false
+
+ protected:
+  void parameter_replaced(const std::string& name, const Tensor& parameter) override {
+    (name == "weight" ? weight : bias) = parameter;
+  }
 };
 
 }  // namespace ember::nn

@@ -157,6 +157,40 @@ void Module::replace_module(const std::string& name, std::shared_ptr<Module> mod
   children_.insert_or_assign(name, std::move(module));
 }
 
+void Module::replace_parameter(const std::string& name, Tensor parameter) {
+  const Tensor* old = parameters_.find(name);
+  EMBER_CHECK(old != nullptr, "replace_parameter: " << this->name() << " has no parameter named '" << name
+                                                    << "' (parameters: " << quoted_list(parameters_.keys()) << ")");
+  EMBER_CHECK(parameter.defined(),
+              "replace_parameter: the parameter for '" << name << "' of " << this->name() << " is undefined");
+  EMBER_CHECK(parameter.is_leaf(), "replace_parameter: the parameter for '"
+                                       << name << "' of " << this->name() << " is not a leaf (it was made by "
+                                       << parameter.grad_fn()->name()
+                                       << "); pass another module's parameter itself, as head.weight = emb.weight");
+  EMBER_CHECK(
+      parameter.shape() == old->shape() && parameter.dtype() == old->dtype() && parameter.device() == old->device(),
+      "replace_parameter: the parameter '" << name << "' of " << this->name() << " is " << describe(*old)
+                                           << ", the one to put in its place is " << describe(parameter)
+                                           << "; tie tensors of one shape, dtype and device (a linear head "
+                                              "of Linear(dim, vocab) ties to Embedding(vocab, dim).weight)");
+  parameter_replaced(name, parameter);
+  parameters_.insert_or_assign(name, std::move(parameter));
+}
+
+void Module::parameter_replaced(const std::string& name, const Tensor&) {
+  EMBER_FAIL("replace_parameter: " << this->name() << " does not say which member holds its parameter '" << name
+                                   << "', so its forward would keep using the old tensor; override "
+                                      "Module::parameter_replaced in "
+                                   << this->name() << " to point that member at the new one");
+}
+
+std::shared_ptr<Module> Module::unregister_module(const std::string& name) {
+  EMBER_CHECK(children_.contains(name), "unregister_module: " << this->name() << " has no child module named '" << name
+                                                              << "' (children: " << quoted_list(children_.keys())
+                                                              << ")");
+  return children_.erase(name);
+}
+
 // ---------------------------------------------------------------- the tree
 
 OrderedDict<Tensor> Module::named_parameters(bool recurse) const {

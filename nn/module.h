@@ -100,6 +100,19 @@ class Module : public std::enable_shared_from_this<Module> {
   // through a member of its own keeps calling the old one: such a class
   // overrides this to update that member too.
   virtual void replace_module(const std::string& name, std::shared_ptr<Module> module);
+  // Makes the parameter `name` of this module be `parameter` itself, in the
+  // registry and in the member the class keeps it in: weight tying, as
+  // PyTorch's head.weight = emb.weight (ember:
+  // head->replace_parameter("weight", emb->weight)). `parameter` is a leaf
+  // with the shape, dtype and device of the one it replaces; it keeps its
+  // requires_grad. The tensor is then listed once by parameters() (under
+  // its first name), so an optimizer steps it once with the gradients of
+  // every use summed; state_dict() keeps both names, nn::save writes it
+  // once (see nn/serialize.h), and to(), load_state_dict() and nn::load
+  // keep the tie. Tie in the model's constructor so that clone() rebuilds
+  // it. An error, changing nothing, when there is no such parameter or the
+  // class has not said which member holds it (parameter_replaced below).
+  void replace_parameter(const std::string& name, Tensor parameter);
 
   // ---- the tree ----
   TensorList parameters(bool recurse = true) const;
@@ -166,6 +179,14 @@ class Module : public std::enable_shared_from_this<Module> {
   // of source's, which must have the same names, and copies the training
   // flags of the tree.
   void copy_state_from(const Module& source);
+  // Removes the child `name` and returns it (PyTorch's del self.name); an
+  // error when there is no such child.
+  std::shared_ptr<Module> unregister_module(const std::string& name);
+  // replace_parameter's hook, called after its checks and before the
+  // registry changes: point the member that holds parameter `name` at
+  // `parameter`. The default is an ember::Error naming the class (it has
+  // no such member to update); nn's layers override it.
+  virtual void parameter_replaced(const std::string& name, const Tensor& parameter);
 
  private:
   void add_child(std::string name, std::shared_ptr<Module> module);

@@ -7,6 +7,7 @@
 // A missing key in at() is an ember::Error naming the key.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -44,6 +45,23 @@ class OrderedDict {
       return;
     }
     insert(std::move(key), std::move(value));
+  }
+
+  // Removes key and returns its value; the others keep their order. A
+  // missing key is an error.
+  V erase(const std::string& key) {
+    const size_t at = position(key);
+    V value = std::move(items_[at].value);
+    items_.erase(items_.begin() + std::ptrdiff_t(at));
+    index_.erase(key);
+    for (auto& [k, i] : index_) {
+      if (i > at) --i;
+    }
+    return value;
+  }
+  void clear() {
+    items_.clear();
+    index_.clear();
   }
 
   bool contains(const std::string& key) const { return index_.count(key) != 0; }

@@ -17,9 +17,13 @@
 //   int64). Parameterless layers (ReLU, Flatten, Dropout) keep their index
 //   in a Sequential, as in torch.nn.Sequential. Each tensor is written in
 //   the module's dtype (float32 unless to(dtype) changed it), densely, from
-//   any device; tied tensors are written once per name. The file carries
-//   ember's checksums in its metadata (PyTorch ignores them) and the
-//   caller's metadata.
+//   any device. The file carries ember's checksums in its metadata
+//   (PyTorch ignores them) and the caller's metadata.
+// - A tied tensor (Module::replace_parameter; several names, one tensor) is
+//   written once, as safetensors.torch.save_model does: under the first of
+//   its names in byte order, each other name recorded in the metadata as
+//   "<other name>": "<kept name>" (unless the caller's metadata has that
+//   key). safetensors.torch.load_model reads such a file into PyTorch.
 // - load reads the file (verifying the checksums when it has them; files
 //   from PyTorch have none), checks every entry before changing anything,
 //   then copies the values in place as Module::load_state_dict does:
@@ -27,7 +31,10 @@
 //   the module's dtype and moved to its device; integral ones must match
 //   exactly. Errors name the file and the key, with the expected and found
 //   shape or dtype; with strict (the default), missing and unexpected keys
-//   are errors listing each; without, they are returned.
+//   are errors listing each; without, they are returned. A tied tensor
+//   loads from any one of its names and the tie is kept (values are copied
+//   into the one tensor); a file with several of its names must hold equal
+//   values under them (else an error naming both keys).
 #pragma once
 
 #include <map>
