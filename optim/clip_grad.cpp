@@ -1,4 +1,4 @@
-// clip_grad_norm_ (see optim/clip_grad.h).
+// clip_grad_norm_ and clip_grad_value_ (see optim/clip_grad.h).
 #include "optim/clip_grad.h"
 
 #include <cmath>
@@ -79,6 +79,19 @@ Tensor clip_grad_norm_(const TensorList& params, double max_norm, double norm_ty
     }
   }
   return total_norm;
+}
+
+void clip_grad_value_(const TensorList& params, double clip_value, std::optional<bool> /*foreach*/) {
+  EMBER_CHECK(clip_value >= 0,
+              "clip_grad_value_: clip_value must be non-negative (gradients are clamped to "
+              "[-clip_value, clip_value]), but is "
+                  << clip_value);
+  NoGradGuard no_grad;
+  for (const Tensor& p : params) {
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    g.copy_(clamp(g, Scalar(-clip_value), Scalar(clip_value)));
+  }
 }
 
 }  // namespace ember::optim

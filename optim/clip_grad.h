@@ -1,4 +1,5 @@
-// clip_grad_norm_: torch.nn.utils.clip_grad_norm_.
+// clip_grad_norm_ and clip_grad_value_: torch.nn.utils.clip_grad_norm_ and
+// torch.nn.utils.clip_grad_value_.
 //
 // Contract: the total norm is the norm_type-norm of all defined gradients of
 // `params` taken together (as if concatenated); norm_type is a positive
@@ -13,7 +14,18 @@
 // (float64 when any gradient is float64); 0 on the CPU when no parameter has
 // a gradient. With error_if_nonfinite, a NaN or infinite total norm is an
 // ember::Error and no gradient is changed.
+//
+// clip_grad_value_ clamps every defined gradient of `params`, in place, to
+// [-clip_value, clip_value] (NaN stays NaN); parameters without a gradient
+// are skipped. clip_value must be non-negative (a negative one is an
+// ember::Error). Each gradient is clamped by one clamp and one copy_ into
+// it, on its own device and in its own dtype: ember has no fused
+// multi-tensor clamp, so foreach (PyTorch's choice between its per-tensor
+// and fused paths) is accepted for PyTorch's signature and either value
+// gives the same result by the same path.
 #pragma once
+
+#include <optional>
 
 #include "core/tensor.h"
 
@@ -21,5 +33,7 @@ namespace ember::optim {
 
 Tensor clip_grad_norm_(const TensorList& params, double max_norm, double norm_type = 2.0,
                        bool error_if_nonfinite = false);
+
+void clip_grad_value_(const TensorList& params, double clip_value, std::optional<bool> foreach = std::nullopt);
 
 }  // namespace ember::optim

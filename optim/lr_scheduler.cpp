@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numbers>
 
 namespace ember::optim {
@@ -167,6 +168,81 @@ void OneCycleLR::apply(int64_t epoch) {
       groups[g].set(momentum_key_, anneal(momenta[phase->start_momentum], momenta[phase->end_momentum], pct));
     }
   }
+}
+
+// ---------------- ReduceLROnPlateau ----------------
+
+ReduceLROnPlateau::ReduceLROnPlateau(Optimizer& optimizer, ReduceLROnPlateauOptions options)
+    : optimizer_(optimizer), options_(std::move(options)) {
+  const size_t groups = optimizer.param_groups().size();
+  EMBER_CHECK(options_.factor < 1.0,
+              "ReduceLROnPlateau: factor should be < 1.0 (the lr is multiplied by it), but is " << options_.factor);
+  EMBER_CHECK(options_.min_lr.size() == 1 || options_.min_lr.size() == groups,
+              "ReduceLROnPlateau: expected " << groups << " min_lrs (one per parameter group) or one for all, got "
+                                             << options_.min_lr.size());
+  min_lrs_ = options_.min_lr.size() == 1 ? std::vector<double>(groups, options_.min_lr[0]) : options_.min_lr;
+  const bool min_mode = options_.mode == ReduceLROnPlateauOptions::Mode::Min;
+  best_ = min_mode ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity();
+  for (const ParamGroup& g : optimizer.param_groups()) last_lrs_.push_back(g.lr());
+}
+
+bool ReduceLROnPlateau::is_better(double a) const {
+  using Mode = ReduceLROnPlateauOptions::Mode;
+  using ThresholdMode = ReduceLROnPlateauOptions::ThresholdMode;
+  const double t = options_.threshold;
+  const bool rel = options_.threshold_mode == ThresholdMode::Rel;
+  if (options_.mode == Mode::Min) return rel ? a < best_ * (1.0 - t) : a < best_ - t;
+  return rel ? a > best_ * (1.0 + t) : a > best_ + t;
+}
+
+void ReduceLROnPlateau::reduce_lr() {
+  std::vector<ParamGroup>& groups = optimizer_.param_groups();
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const double old_lr = groups[g].lr();
+    const double new_lr = std::max(old_lr * options_.factor, min_lrs_[g]);
+    if (old_lr - new_lr > options_.eps) groups[g].set_lr(new_lr);
+  }
+}
+
+void ReduceLROnPlateau::step(double metric) {
+  const size_t groups = optimizer_.param_groups().size();
+  EMBER_CHECK(groups == min_lrs_.size(), "ReduceLROnPlateau.step: the optimizer has "
+                                             << groups << " parameter groups, but the scheduler was made for "
+                                             << min_lrs_.size());
+  ++last_epoch_;
+  if (is_better(metric)) {
+    best_ = metric;
+    num_bad_epochs_ = 0;
+  } else {
+    ++num_bad_epochs_;
+  }
+  if (in_cooldown()) {
+    --cooldown_counter_;
+    num_bad_epochs_ = 0;  // bad steps during cooldown do not count
+  }
+  if (num_bad_epochs_ > options_.patience) {
+    reduce_lr();
+    cooldown_counter_ = options_.cooldown;
+    num_bad_epochs_ = 0;
+  }
+  last_lrs_.clear();
+  for (const ParamGroup& g : optimizer_.param_groups()) last_lrs_.push_back(g.lr());
+}
+
+ReduceLROnPlateauState ReduceLROnPlateau::state_dict() const {
+  return {last_epoch_, best_, num_bad_epochs_, cooldown_counter_, last_lrs_};
+}
+
+void ReduceLROnPlateau::load_state_dict(const ReduceLROnPlateauState& sd) {
+  const size_t groups = optimizer_.param_groups().size();
+  EMBER_CHECK(sd.last_lrs.size() == groups, "ReduceLROnPlateau.load_state_dict: the state dict has "
+                                                << sd.last_lrs.size() << " last lrs, but the optimizer has " << groups
+                                                << " parameter groups");
+  last_epoch_ = sd.last_epoch;
+  best_ = sd.best;
+  num_bad_epochs_ = sd.num_bad_epochs;
+  cooldown_counter_ = sd.cooldown_counter;
+  last_lrs_ = sd.last_lrs;
 }
 
 }  // namespace ember::optim

@@ -1,5 +1,6 @@
 // Learning-rate schedulers with PyTorch's closed-form values: StepLR,
-// CosineAnnealingLR, LinearLR and OneCycleLR.
+// CosineAnnealingLR, LinearLR and OneCycleLR; and ReduceLROnPlateau, which
+// follows a metric (at the end of this file).
 //
 // Contract:
 // - A scheduler holds a reference to its optimizer, which must outlive it.
@@ -145,6 +146,84 @@ class OneCycleLR : public LRScheduler {
   std::vector<double> max_lrs_, initial_lrs_, min_lrs_;
   std::vector<Phase> phases_;
   const char* momentum_key_ = nullptr;  // "momentum" or "beta1" when cycling
+};
+
+// torch.optim.lr_scheduler.ReduceLROnPlateau: multiplies every group's lr
+// by factor when the metric passed to step() has not improved for more
+// than patience steps.
+//
+// Rules (PyTorch's, step for step):
+// - best starts at +inf (mode Min) or -inf (Max). A metric a improves on
+//   best when
+//     Min, Rel: a < best * (1 - threshold)    Min, Abs: a < best - threshold
+//     Max, Rel: a > best * (1 + threshold)    Max, Abs: a > best + threshold
+//   (NaN never improves). An improvement sets best = a and the bad-step
+//   count to 0; anything else adds one to it.
+// - During cooldown (cooldown_counter > 0) each step counts the cooldown
+//   down by one and sets the bad-step count to 0.
+// - When the bad-step count exceeds patience, each group's lr becomes
+//   max(lr * factor, min_lr[g]), only if that lowers it by more than eps;
+//   then the cooldown restarts at cooldown and the bad-step count at 0.
+// - min_lr is one value for every group, or one per group. factor >= 1 or
+//   a min_lr of another length is an ember::Error, as in PyTorch.
+// - get_last_lr() is every group's lr after the last step() (after
+//   construction, the groups' lrs then, as PyTorch 2's).
+// - state_dict() holds the progress (last_epoch, best, num_bad_epochs,
+//   cooldown_counter, last_lrs); load_state_dict() restores it (an error,
+//   changing nothing, when the number of lrs differs from the optimizer's
+//   number of groups). Options come from the constructor; the optimizer's
+//   state dict restores the groups' lr.
+struct ReduceLROnPlateauOptions {
+  enum class Mode { Min, Max };
+  enum class ThresholdMode { Rel, Abs };
+  Mode mode = Mode::Min;
+  double factor = 0.1;
+  int64_t patience = 10;
+  double threshold = 1e-4;
+  ThresholdMode threshold_mode = ThresholdMode::Rel;
+  int64_t cooldown = 0;
+  std::vector<double> min_lr = {0.0};
+  double eps = 1e-8;
+};
+
+struct ReduceLROnPlateauState {
+  int64_t last_epoch = 0;
+  double best = 0;
+  int64_t num_bad_epochs = 0;
+  int64_t cooldown_counter = 0;
+  std::vector<double> last_lrs;
+};
+
+class ReduceLROnPlateau {
+ public:
+  explicit ReduceLROnPlateau(Optimizer& optimizer, ReduceLROnPlateauOptions options = {});
+  ReduceLROnPlateau(const ReduceLROnPlateau&) = delete;
+  ReduceLROnPlateau& operator=(const ReduceLROnPlateau&) = delete;
+
+  void step(double metric);
+  const std::vector<double>& get_last_lr() const { return last_lrs_; }
+  int64_t last_epoch() const { return last_epoch_; }
+  double best() const { return best_; }
+  int64_t num_bad_epochs() const { return num_bad_epochs_; }
+  int64_t cooldown_counter() const { return cooldown_counter_; }
+  bool in_cooldown() const { return cooldown_counter_ > 0; }
+  const ReduceLROnPlateauOptions& options() const { return options_; }
+
+  ReduceLROnPlateauState state_dict() const;
+  void load_state_dict(const ReduceLROnPlateauState& state_dict);
+
+ private:
+  bool is_better(double a) const;
+  void reduce_lr();
+
+  Optimizer& optimizer_;
+  ReduceLROnPlateauOptions options_;
+  std::vector<double> min_lrs_;  // one per group
+  int64_t last_epoch_ = 0;
+  double best_;
+  int64_t num_bad_epochs_ = 0;
+  int64_t cooldown_counter_ = 0;
+  std::vector<double> last_lrs_;
 };
 
 }  // namespace ember::optim
