@@ -104,8 +104,6 @@ class Tensor {
   bool is_inference() const { return impl_->storage->is_inference(); }
   const std::shared_ptr<Storage>& storage() const { return impl_->storage; }
 
-  // Made under InferenceMode (core/inference_mode.h), or a view of such a tensor.
-  bool is_inference() const { return impl_->storage->is_inference(); }
   // Pointer to the first element (storage + offset).
   void* data_ptr() const;
   // Typed pointer; an ember::Error if T does not match dtype().

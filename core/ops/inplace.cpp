@@ -11,7 +11,6 @@
 #include "core/autograd/function.h"
 #include "core/inference_mode.h"
 #include "core/ops.h"
-#include "core/inference_mode.h"
 #include "core/ops/elementwise_kernels.h"
 
 namespace ember {
@@ -25,10 +24,6 @@ void check_writable(const char* op, const Tensor& self) {
                     "normal tensor, or update it inside InferenceMode");
   for (int64_t d = 0; d < self.dim(); ++d) {
     EMBER_CHECK(self.strides()[d] != 0 || self.sizes()[d] <= 1,
-  EMBER_CHECK(!self.is_inference() || InferenceMode::is_enabled(),
-              op << ": in-place update of an inference tensor (shape " << shape_str(self.shape())
-                 << ", made under InferenceMode) outside inference mode is not allowed; clone() it first to get a "
-                    "normal tensor, or update it inside InferenceMode");
                 op << ": more than one element of the written-to tensor (shape " << shape_str(self.shape())
                    << ", strides " << shape_str(self.strides())
                    << ") refers to a single memory location (it was made by expand); clone() it first");
