@@ -267,6 +267,13 @@ TensorList split(const Tensor& x, int64_t split_size, int64_t dim = 0);
 TensorList split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim = 0);
 TensorList chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);  // as torch.chunk
 
+// torch.triu / torch.tril over the last two dims (any batch dims before
+// them, any dtype): elements on and above (triu) or on and below (tril)
+// the diagonal-th diagonal are kept, the others are zero (false for bool);
+// diagonal 0 is the main one, > 0 above it, < 0 below it. x.dim() >= 2.
+Tensor triu(const Tensor& x, int64_t diagonal = 0);
+Tensor tril(const Tensor& x, int64_t diagonal = 0);
+
 // ---------------- indexing ----------------
 // Indices are int64 or int32 tensors with values in [0, size of the indexed
 // dim); a bad value is an ember::Error naming the op, the value, the dim and

@@ -195,6 +195,10 @@ class Tensor {
   Tensor std(const Shape& dims, int64_t correction = 1, bool keepdim = false) const;
   Tensor logsumexp(const Shape& dims, bool keepdim = false) const;
 
+  // ---- masking, tiling, triangles (see core/ops.h) ----
+  Tensor triu(int64_t diagonal = 0) const;
+  Tensor tril(int64_t diagonal = 0) const;
+
   Tensor matmul(const Tensor& other) const;
   Tensor softmax(int64_t dim) const;
   Tensor log_softmax(int64_t dim) const;
