@@ -132,6 +132,15 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 Tensor where(const Tensor& cond, const Tensor& a, const Scalar& b);
 Tensor where(const Tensor& cond, const Scalar& a, const Tensor& b);
 
+// torch.masked_fill: x with value wherever the bool mask is true; mask and x
+// broadcast together (the result has their broadcast shape). value is a
+// Scalar or a 0-dim tensor (on x's device or the CPU), cast to x's dtype:
+// masked_fill never promotes. Gradients: x's is zero where masked, a value
+// tensor's is the sum of the gradient over the masked positions.
+// Tensor::masked_fill_ is the in-place form (mask must broadcast to x).
+Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value);
+Tensor masked_fill(const Tensor& x, const Tensor& mask, const Tensor& value);
+
 // True when every element is close: |a - b| <= atol + rtol * |b|; NaNs are never close.
 bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
 bool equal(const Tensor& a, const Tensor& b);  // same shape and values

@@ -179,6 +179,9 @@ class Tensor {
   Tensor& zero_();
   Tensor& fill_(const Scalar& value);
   Tensor& copy_(const Tensor& src);  // broadcasts src, casts dtype, crosses devices
+  // mask (bool) broadcasts to this tensor; value is cast to its dtype.
+  Tensor& masked_fill_(const Tensor& mask, const Scalar& value);
+  Tensor& masked_fill_(const Tensor& mask, const Tensor& value);  // value 0-dim
 
   // ---- reductions ----
   Tensor sum() const;
@@ -196,6 +199,8 @@ class Tensor {
   Tensor logsumexp(const Shape& dims, bool keepdim = false) const;
 
   // ---- masking, tiling, triangles (see core/ops.h) ----
+  Tensor masked_fill(const Tensor& mask, const Scalar& value) const;
+  Tensor masked_fill(const Tensor& mask, const Tensor& value) const;
   Tensor triu(int64_t diagonal = 0) const;
   Tensor tril(int64_t diagonal = 0) const;
 

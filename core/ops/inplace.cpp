@@ -1,4 +1,5 @@
-// In-place ops: copy_, fill_, zero_ and the arithmetic add_/sub_/mul_/div_.
+// In-place ops: copy_, fill_, zero_, masked_fill_ and the arithmetic
+// add_/sub_/mul_/div_.
 //
 // Contract: the written tensor keeps its dtype, shape and storage; the other
 // operand broadcasts to it; its version counter is bumped, so backward
@@ -12,6 +13,7 @@
 #include "core/inference_mode.h"
 #include "core/ops.h"
 #include "core/ops/elementwise_kernels.h"
+#include "core/ops/masked_fill.h"
 
 namespace ember {
 namespace {
@@ -223,5 +225,29 @@ Tensor& Tensor::mul_(const Scalar& v) {
 Tensor& Tensor::div_(const Scalar& v) {
   return inplace_scalar("div_", BinaryOp::Div, *this, v, [&](const Tensor& s) { return div(s, v); });
 }
+
+// masked_fill_ writes value into self through where's kernel (operands:
+// mask, the value as a 0-dim tensor of self's dtype, self); with autograd it
+// runs out of place and takes over the history.
+Tensor& Tensor::masked_fill_(const Tensor& mask, const Tensor& value) {
+  Tensor fill = detail::masked_fill_value("masked_fill_", *this, mask, value);
+  EMBER_CHECK(broadcast_shapes("masked_fill_", shape(), mask.shape()) == shape(),
+              "masked_fill_: the mask of shape " << shape_str(mask.shape())
+                                                 << " does not broadcast to the in-place tensor of shape "
+                                                 << shape_str(shape()) << "; use the out-of-place masked_fill");
+  if (GradMode::is_enabled() && (requires_grad() || value.requires_grad())) {
+    return inplace("masked_fill_", *this, autograd::needs_grad(value), dtype(),
+                   [&](const Tensor& s) { return ember::masked_fill(s, mask, value); });
+  }
+  check_writable("masked_fill_", *this);
+  Tensor m = unalias(*this, mask);
+  where_stub(device().type)(make_elementwise_args("masked_fill_", *this, {&m, &fill, this}), dtype());
+  storage()->bump_version();
+  return *this;
+}
+Tensor& Tensor::masked_fill_(const Tensor& mask, const Scalar& value) {
+  return masked_fill_(mask, detail::masked_fill_scalar("masked_fill_", *this, value));
+}
+
 
 }  // namespace ember
