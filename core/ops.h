@@ -276,6 +276,14 @@ TensorList split(const Tensor& x, int64_t split_size, int64_t dim = 0);
 TensorList split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim = 0);
 TensorList chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);  // as torch.chunk
 
+// torch.Tensor.repeat: x tiled repeats[d] times along each dim; repeats
+// has at least x.dim() entries (extra ones are new leading dims), each >= 0
+// (0 gives an empty result). torch.tile: dims with fewer entries than
+// x.dim() are padded with ones on the left, then as repeat. The gradient
+// sums over the copies.
+Tensor repeat(const Tensor& x, const Shape& repeats);
+Tensor tile(const Tensor& x, const Shape& dims);
+
 // torch.triu / torch.tril over the last two dims (any batch dims before
 // them, any dtype): elements on and above (triu) or on and below (tril)
 // the diagonal-th diagonal are kept, the others are zero (false for bool);

@@ -201,6 +201,8 @@ class Tensor {
   // ---- masking, tiling, triangles (see core/ops.h) ----
   Tensor masked_fill(const Tensor& mask, const Scalar& value) const;
   Tensor masked_fill(const Tensor& mask, const Tensor& value) const;
+  Tensor repeat(const Shape& repeats) const;
+  Tensor tile(const Shape& dims) const;
   Tensor triu(int64_t diagonal = 0) const;
   Tensor tril(int64_t diagonal = 0) const;
 
