@@ -249,5 +249,4 @@ Tensor& Tensor::masked_fill_(const Tensor& mask, const Scalar& value) {
   return masked_fill_(mask, detail::masked_fill_scalar("masked_fill_", *this, value));
 }
 
-
 }  // namespace ember
