@@ -11,8 +11,18 @@
 //   torch_interop_helper run mlp|cnn MODEL IO OUT
 //     nn::load(MODEL) into the network, then OUT gets "logits" of IO's
 //     "input" in eval mode.
+//   torch_interop_helper optim-write adamw|sgd DIR
+//     trains the MLP three steps (eval mode, so no dropout) on a fixed
+//     batch, then writes DIR/model.safetensors (nn::save),
+//     DIR/optim.safetensors (optim::save), DIR/io.safetensors ("input",
+//     "target") and, after a fourth step, DIR/next.safetensors (nn::save)
+//   torch_interop_helper optim-step adamw|sgd DIR
+//     loads DIR/model.safetensors and DIR/optim.safetensors (PyTorch's),
+//     takes one step on DIR/io.safetensors' batch and writes
+//     DIR/next.safetensors
 #include <cstdio>
 #include <exception>
+#include <memory>
 #include <string>
 
 #include "ember.h"
@@ -54,6 +64,35 @@ void randomize_batch_norm(nn::Module& net) {
   }
 }
 
+// The optimizers of the optimizer round trip; torch_interop.py builds the same.
+// The rates keep the gradients well above Adam's eps over four steps on one
+// batch (else their rounding noise decides the update's sign).
+std::unique_ptr<optim::Optimizer> make_optimizer(const std::string& kind, nn::Module& net) {
+  if (kind == "adamw") {
+    optim::AdamWOptions o;
+    o.lr = 1e-3;
+    o.betas = {0.8, 0.99};
+    o.weight_decay = 0.05;
+    o.amsgrad = true;
+    return std::make_unique<optim::AdamW>(net.parameters(), o);
+  }
+  if (kind == "sgd") {
+    optim::SGDOptions o;
+    o.lr = 0.05;
+    o.momentum = 0.9;
+    o.weight_decay = 1e-3;
+    o.nesterov = true;
+    return std::make_unique<optim::SGD>(net.parameters(), o);
+  }
+  throw Error("unknown optimizer \"" + kind + "\" (expected adamw or sgd)");
+}
+
+void train_step(nn::Sequential& net, optim::Optimizer& optimizer, const Tensor& input, const Tensor& target) {
+  optimizer.zero_grad();
+  nn::functional::cross_entropy(net.forward(input), target).backward();
+  optimizer.step();
+}
+
 Tensor logits(nn::Sequential& net, const Tensor& input) {
   NoGradGuard no_grad;
   net.eval();
@@ -81,9 +120,33 @@ int run(int argc, char** argv) {
     save_safetensors(argv[5], {{"logits", logits(*net, input)}});
     return 0;
   }
+  if ((mode == "optim-write" || mode == "optim-step") && argc == 4) {
+    const std::string dir = argv[3];
+    auto net = make("mlp");
+    net->eval();
+    auto optimizer = make_optimizer(argv[2], *net);
+    if (mode == "optim-write") {
+      manual_seed(3);
+      const Tensor input = randn({64, 1, 28, 28});
+      const Tensor target = randint(0, 10, {64});
+      for (int i = 0; i < 3; ++i) train_step(*net, *optimizer, input, target);
+      nn::save(*net, dir + "/model.safetensors");
+      optim::save(*optimizer, dir + "/optim.safetensors");
+      save_safetensors(dir + "/io.safetensors", {{"input", input}, {"target", target}});
+      train_step(*net, *optimizer, input, target);
+    } else {
+      nn::load(*net, dir + "/model.safetensors");
+      optim::load(*optimizer, dir + "/optim.safetensors");
+      const auto io = load_safetensors(dir + "/io.safetensors").tensors;
+      train_step(*net, *optimizer, io.at("input"), io.at("target"));
+    }
+    nn::save(*net, dir + "/next.safetensors");
+    return 0;
+  }
   std::fprintf(stderr,
                "usage: torch_interop_helper write mlp|cnn f32|bf16|f16 DIR\n"
-               "       torch_interop_helper run mlp|cnn MODEL IO OUT\n");
+               "       torch_interop_helper run mlp|cnn MODEL IO OUT\n"
+               "       torch_interop_helper optim-write|optim-step adamw|sgd DIR\n");
   return 2;
 }
 
