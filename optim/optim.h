@@ -6,4 +6,5 @@
 #include "optim/clip_grad.h"
 #include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
+#include "optim/serialize.h"
 #include "optim/sgd.h"
