@@ -305,6 +305,12 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
 Tensor embedding(const Tensor& weight, const Tensor& indices);
 Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);  // int64 result
 
+// ---------------- scans, sorting, sampling ----------------
+// torch.cumsum: running sums along dim. Integral and bool inputs give int64
+// unless dtype is given; with dtype the input is cast to it first. float16
+// and bfloat16 accumulate in float32. Deterministic on every device.
+Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype = {});
+
 // ---------------- operators ----------------
 inline Tensor operator-(const Tensor& a) { return neg(a); }
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }

@@ -18,6 +18,7 @@
 #include <functional>
 #include <iosfwd>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -209,6 +210,7 @@ class Tensor {
   Tensor matmul(const Tensor& other) const;
   Tensor softmax(int64_t dim) const;
   Tensor log_softmax(int64_t dim) const;
+  Tensor cumsum(int64_t dim, std::optional<DType> dtype = {}) const;
 
   // ---- autograd ----
   bool requires_grad() const;

@@ -1,0 +1,139 @@
+// CUDA cumsum over a dense [outer, dim, inner] block (contract in
+// core/ops/scan_kernels.h).
+//
+// - inner == 1 (each row contiguous): a block per row, the row taken in
+//   chunks of kThreads * kItems elements in scan order. Each thread sums its
+//   kItems consecutive values in registers, cub::BlockScan gives it the sum
+//   of the threads before it in the chunk, and a carry holds the sum of the
+//   earlier chunks. The block is 32..256 threads, the smallest that covers a
+//   short row in one chunk.
+// - inner > 1: a thread per (outer, inner) column walking along dim, so a
+//   warp reads and writes 32 consecutive inner positions at each step
+//   (coalesced). Its additions are the CPU kernel's, in the same order.
+// Both orders are fixed by the shape alone: the results are deterministic.
+#include <cub/block/block_scan.cuh>
+
+#include <type_traits>
+
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/device.h"
+#include "core/cuda/stream.h"
+#include "core/ops/scan_kernels.h"
+#include "kernels/cuda/common/elementwise_launch.cuh"
+#include "kernels/cuda/common/grid_math.h"
+
+namespace ember::cuda {
+namespace {
+
+// float for the half types and float32, double for float64, int64 for the
+// integral types and bool (as kernels/cpu/scan.cpp).
+template <typename T>
+using scan_acc_t = std::conditional_t<
+    std::is_same_v<T, double>, double,
+    std::conditional_t<std::is_same_v<T, float> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float,
+                       int64_t>>;
+
+template <typename T>
+__device__ __forceinline__ scan_acc_t<T> load_acc(const T* p) {
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) return to_acc(*p);
+  else return scan_acc_t<T>(*p);
+}
+
+template <typename T>
+__device__ __forceinline__ T store_acc(scan_acc_t<T> v) {
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) return from_acc<T>(v);
+  else return T(v);
+}
+
+constexpr int kItems = 4;  // values a thread scans in registers per chunk
+
+template <typename T, int kThreads>
+__global__ void __launch_bounds__(kThreads)
+    cumsum_rows_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t n, bool reverse) {
+  using A = scan_acc_t<T>;
+  using BlockScan = cub::BlockScan<A, kThreads>;
+  __shared__ typename BlockScan::TempStorage temp;
+  constexpr int64_t kChunk = int64_t(kThreads) * kItems;
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* xr = x + row * n;
+    T* yr = y + row * n;
+    A carry = 0;
+    for (int64_t base = 0; base < n; base += kChunk) {
+      const int64_t first = base + int64_t(threadIdx.x) * kItems;  // in scan order
+      A v[kItems];
+      A local = 0;
+#pragma unroll
+      for (int j = 0; j < kItems; ++j) {
+        const int64_t s = first + j;
+        if (s < n) local += load_acc(xr + (reverse ? n - 1 - s : s));
+        v[j] = local;
+      }
+      A before, total;
+      BlockScan(temp).ExclusiveSum(local, before, total);
+      const A offset = carry + before;
+#pragma unroll
+      for (int j = 0; j < kItems; ++j) {
+        const int64_t s = first + j;
+        if (s < n) yr[reverse ? n - 1 - s : s] = store_acc<T>(offset + v[j]);
+      }
+      carry += total;
+      __syncthreads();  // temp is reused by the next chunk's scan
+    }
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(256) cumsum_columns_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t outer,
+                                                             int64_t n, int64_t inner, bool reverse) {
+  using A = scan_acc_t<T>;
+  const int64_t columns = outer * inner;
+  for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < columns; c += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t o = c / inner, i = c % inner;
+    const T* xc = x + o * n * inner + i;
+    T* yc = y + o * n * inner + i;
+    A s = 0;
+    for (int64_t step = 0; step < n; ++step) {
+      const int64_t k = reverse ? n - 1 - step : step;
+      s += load_acc(xc + k * inner);
+      yc[k * inner] = store_acc<T>(s);
+    }
+  }
+}
+
+template <typename T, int kThreads>
+void launch_rows(const ScanArgs& a, cudaStream_t stream) {
+  cumsum_rows_kernel<T, kThreads><<<grid_size(a.outer), kThreads, 0, stream>>>(
+      static_cast<const T*>(a.in), static_cast<T*>(a.out), a.outer, a.dim, a.reverse);
+  EMBER_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void cumsum(const ScanArgs& a) {
+  cudaStream_t stream = current_stream(a.device).handle();
+  if (a.inner > 1) {
+    constexpr int kThreads = 256;
+    cumsum_columns_kernel<T><<<grid_size(ceil_div(a.outer * a.inner, kThreads)), kThreads, 0, stream>>>(
+        static_cast<const T*>(a.in), static_cast<T*>(a.out), a.outer, a.dim, a.inner, a.reverse);
+    EMBER_CUDA_CHECK_LAUNCH();
+  } else if (a.dim <= 32 * kItems) {
+    launch_rows<T, 32>(a, stream);
+  } else if (a.dim <= 64 * kItems) {
+    launch_rows<T, 64>(a, stream);
+  } else if (a.dim <= 128 * kItems) {
+    launch_rows<T, 128>(a, stream);
+  } else {
+    launch_rows<T, 256>(a, stream);
+  }
+}
+
+void cumsum_cuda(const ScanArgs& a) {
+  if (a.outer == 0 || a.dim == 0 || a.inner == 0) return;
+  DeviceGuard guard(a.device);
+  EMBER_DISPATCH_DTYPE(a.dtype, "cumsum", [&]<typename T>() { cumsum<T>(a); });
+}
+
+}  // namespace
+
+EMBER_REGISTER_KERNEL(cumsum_stub, DeviceType::CUDA, cumsum_cuda);
+
+}  // namespace ember::cuda
