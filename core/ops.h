@@ -310,6 +310,20 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);  // int64 resul
 // unless dtype is given; with dtype the input is cast to it first. float16
 // and bfloat16 accumulate in float32. Deterministic on every device.
 Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype = {});
+// torch.sort: (values, int64 indices) along dim. NaN sorts above every
+// number (first when descending). The order is always stable (ties keep
+// their input order, also when descending), so `stable` changes nothing and
+// CPU and CUDA give the same indices. Values are differentiable.
+std::pair<Tensor, Tensor> sort(const Tensor& x, int64_t dim = -1, bool descending = false, bool stable = false);
+Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false, bool stable = false);
+// torch.topk: the k largest (smallest) along dim, in sort's stable order;
+// `sorted` = false returns them sorted too. Values are differentiable.
+std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true);
+// torch.searchsorted: for each value the int64 index at which it would be
+// inserted into sorted_sequence's innermost dim to keep it sorted (before
+// equal entries, or after them with right). sorted_sequence is 1-D, or has
+// the leading dims of values.
+Tensor searchsorted(const Tensor& sorted_sequence, const Tensor& values, bool right = false);
 
 // ---------------- operators ----------------
 inline Tensor operator-(const Tensor& a) { return neg(a); }
