@@ -324,6 +324,11 @@ std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim = -1, boo
 // equal entries, or after them with right). sorted_sequence is 1-D, or has
 // the leading dims of values.
 Tensor searchsorted(const Tensor& sorted_sequence, const Tensor& values, bool right = false);
+// torch.multinomial: num_samples int64 category indices drawn from each row
+// of probs (1-D or 2-D, non-negative weights, not necessarily normalized),
+// with or without replacement. Checks the weights on the host, which waits
+// for the device once. The same seed gives the same draws on CPU and CUDA.
+Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement = false, Generator* generator = nullptr);
 
 // ---------------- operators ----------------
 inline Tensor operator-(const Tensor& a) { return neg(a); }

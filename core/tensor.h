@@ -45,6 +45,7 @@ const char* memory_format_name(MemoryFormat format);
 
 class Tensor;
 class Node;
+class Generator;
 using TensorList = std::vector<Tensor>;
 
 namespace autograd {
@@ -214,6 +215,7 @@ class Tensor {
   std::pair<Tensor, Tensor> sort(int64_t dim = -1, bool descending = false, bool stable = false) const;
   Tensor argsort(int64_t dim = -1, bool descending = false, bool stable = false) const;
   std::pair<Tensor, Tensor> topk(int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true) const;
+  Tensor multinomial(int64_t num_samples, bool replacement = false, Generator* generator = nullptr) const;
 
   // ---- autograd ----
   bool requires_grad() const;
