@@ -47,6 +47,10 @@ int main(int argc, char** argv) {
       if (rank == fail_rank && step == fail_step) {
         std::printf("rank %d: simulating a crash at step %d\n", rank, step);
         std::fflush(stdout);
+        // The pause lets the others finish the previous step first (exiting
+        // with their data unread would reset the connections mid-step), so
+        // that they all fail this step's all_reduce, waiting for this rank.
+        usleep(300 * 1000);
         _exit(3);
       }
       // Rank r contributes r + step; the sum over the ranks is known.

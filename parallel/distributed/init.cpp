@@ -27,10 +27,12 @@ std::string joined(const std::vector<std::string>& names) {
   return names.empty() ? "none" : out;
 }
 
-// The TCPStore under a chain of PrefixStores, if that is what `store` is.
-const TCPStore* tcp_store_of(const Store* store) {
+// This host's address on the connection to the TCP store under a chain of
+// PrefixStores; empty for any other store.
+std::string store_local_address(const Store* store) {
   while (auto* prefix = dynamic_cast<const PrefixStore*>(store)) store = prefix->underlying().get();
-  return dynamic_cast<const TCPStore*>(store);
+  if (auto* tcp = dynamic_cast<const TCPStore*>(store)) return tcp->local_address();
+  return "";
 }
 
 std::shared_ptr<ProcessGroup> require_default(const char* caller) {
@@ -76,6 +78,16 @@ void check_backend(const std::string& backend) {
               "process group: unknown backend '" << backend << "'; this build has: " << joined(available_backends()));
 }
 
+// The job's store, from whoever serves it (RankInfo::store_host).
+std::shared_ptr<Store> store_from_env(const RankInfo& info, std::chrono::milliseconds timeout) {
+  if (info.store_host == StoreHost::EmberRun) {
+    return std::make_shared<TCPStore>(info.master_addr, info.master_port,
+                                      TCPStoreOptions{.server = "ember-run", .timeout = timeout});
+  }
+  return std::make_shared<TCPStore>(info.master_addr, info.master_port,
+                                    TCPStoreOptions{.is_server = info.rank == 0, .timeout = timeout});
+}
+
 }  // namespace
 
 std::vector<std::string> available_backends() {
@@ -101,7 +113,7 @@ std::shared_ptr<ProcessGroup> new_group(const std::string& backend, const std::s
   if (backend == "gloo") {
     ProcessGroupOptions o = options;
     if (o.gloo_hostname.empty() && o.gloo_interface.empty()) {
-      if (const TCPStore* tcp = tcp_store_of(store.get())) o.gloo_hostname = tcp->local_address();
+      o.gloo_hostname = store_local_address(store.get());
     }
     return std::make_shared<GlooProcessGroup>(store, rank, size, o);
   }
@@ -116,9 +128,7 @@ void init_process_group(const std::string& backend, const ProcessGroupOptions& o
   check_not_initialized();
   check_backend(backend);  // before the store: a wrong name should not make rank 0 listen
   RankInfo info = rank_info_from_env();
-  auto store = std::make_shared<TCPStore>(info.master_addr, info.master_port,
-                                          TCPStoreOptions{.is_server = info.rank == 0, .timeout = options.timeout});
-  set_default(new_group(backend, store, info.rank, info.world_size, options));
+  set_default(new_group(backend, store_from_env(info, options.timeout), info.rank, info.world_size, options));
 }
 
 void init_process_group(const std::string& backend, const std::shared_ptr<Store>& store, int rank, int world_size,

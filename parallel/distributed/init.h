@@ -9,9 +9,10 @@
 //
 // Contract:
 // - init_process_group(backend) reads RankInfo from the environment
-//   (parallel/distributed/rank_env.h), makes the TCPStore on MASTER_ADDR:MASTER_PORT
-//   (served by rank 0) with the group's timeout, and makes the default group
-//   over it. It returns when every rank has joined; after the timeout it
+//   (parallel/distributed/rank_env.h), connects to the TCPStore on
+//   MASTER_ADDR:MASTER_PORT with the group's timeout (served by ember-run,
+//   or by rank 0 when no launcher serves one: RankInfo::store_host), and
+//   makes the default group over it. It returns when every rank has joined; after the timeout it
 //   throws, naming the ranks that did not.
 // - The other form takes a store, rank and world size (no environment).
 // - Backends: "gloo" (CPU tensors) when ember was built with Gloo, "nccl"
@@ -24,7 +25,7 @@
 //   ProcessGroupOptions or GLOO_SOCKET_IFNAME say otherwise.
 // - One default group per process: initializing twice is an error, as is
 //   using it before init_process_group or after destroy_process_group.
-//   Rank 0 serves the store: end with barrier() before
+//   Where rank 0 serves the store, end with barrier() before
 //   destroy_process_group() so that rank 0 does not leave while others still
 //   need it.
 // - The free collectives below run on the default group and wait for their

@@ -198,6 +198,14 @@ RankInfo rank_info_from_env() {
                         << info.launcher << " gave the ranks). It must name a free TCP port on rank 0's host, the same "
                         << "on every rank (e.g. export MASTER_PORT=29500). ember-run and torchrun set it.");
   info.master_port = int_var("MASTER_PORT", *port, 1, 65535, info.launcher.c_str());
+
+  if (env("EMBER_AGENT_STORE") == "1") {
+    info.store_host = StoreHost::EmberRun;
+  } else if (env("TORCHELASTIC_USE_AGENT_STORE") == "True") {
+    info.store_host = StoreHost::TorchrunAgent;
+    std::optional<std::string> restarts = env("TORCHELASTIC_RESTART_COUNT");
+    info.restart_count = restarts ? int_var("TORCHELASTIC_RESTART_COUNT", *restarts, 0, 1 << 30, "torchrun") : 0;
+  }
   return info;
 }
 

@@ -19,11 +19,23 @@
 // - A missing or garbled variable (not an integer, out of range, rank >=
 //   world size) is an ember::Error naming the variable, its value and which
 //   launcher sets it.
+// - Who serves the store at MASTER_ADDR:MASTER_PORT: ember-run's launcher
+//   when EMBER_AGENT_STORE=1 (ember-run sets it), torchrun's agent when
+//   TORCHELASTIC_USE_AGENT_STORE=True (torchrun sets it, with
+//   TORCHELASTIC_RESTART_COUNT), else rank 0 (mpirun, srun, variables set by
+//   hand). EMBER_AGENT_STORE wins when both are set.
 #pragma once
 
 #include <string>
 
 namespace ember::parallel {
+
+// Who serves the job's TCPStore.
+enum class StoreHost {
+  Rank0,          // rank 0's process, from a thread (plain env://, mpirun, srun)
+  EmberRun,       // ember-run, the launcher (node rank 0's in a multi-node job)
+  TorchrunAgent,  // torchrun's elastic agent: a PyTorch TCPStore (parallel/distributed/store/torch_store_client.h)
+};
 
 struct RankInfo {
   int rank = 0;  // 0 <= rank < world_size
@@ -33,6 +45,8 @@ struct RankInfo {
   std::string master_addr;   // host of rank 0, which serves the TCPStore
   int master_port = 0;
   std::string launcher;  // whose variables these were: "ember-run/torchrun", "mpirun (Open MPI)", "srun (SLURM)"
+  StoreHost store_host = StoreHost::Rank0;
+  int restart_count = 0;  // TORCHELASTIC_RESTART_COUNT under torchrun's agent
 };
 
 RankInfo rank_info_from_env();

@@ -17,11 +17,14 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <sstream>
+#include <utility>
 
 #include "core/cuda/device.h"
 #include "parallel/distributed/store/socket.h"
+#include "parallel/distributed/store/tcp_store_server.h"
 
 extern char** environ;
 
@@ -148,13 +151,15 @@ std::vector<std::string> rank_environment(const LauncherOptions& o, int local_ra
       {"LOCAL_WORLD_SIZE", std::to_string(o.nproc_per_node)},
       {"GROUP_RANK", std::to_string(o.node_rank)},
       {"MASTER_ADDR", o.master_addr},
-      {"MASTER_PORT", std::to_string(o.master_port)}};
+      {"MASTER_PORT", std::to_string(o.master_port)},
+      {"EMBER_AGENT_STORE", "1"}};
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e) {
     std::string entry = *e;
     std::string name = entry.substr(0, entry.find('='));
     bool replaced = std::any_of(vars.begin(), vars.end(), [&](const auto& v) { return v.first == name; });
-    if (!replaced) env.push_back(entry);
+    // A torchrun agent's variable, inherited by ember-run, must not send the ranks to torchrun's store.
+    if (!replaced && name != "TORCHELASTIC_USE_AGENT_STORE") env.push_back(entry);
   }
   for (const auto& [name, value] : vars) env.push_back(name + "=" + value);
   return env;
@@ -162,7 +167,7 @@ std::vector<std::string> rank_environment(const LauncherOptions& o, int local_ra
 
 class Supervisor {
  public:
-  explicit Supervisor(const LauncherOptions& options) : o_(options) {}
+  explicit Supervisor(LauncherOptions options) : o_(std::move(options)) {}
 
   int run() {
     sigset_t handled;
@@ -176,20 +181,41 @@ class Supervisor {
     int result = 1;
     try {
       EMBER_CHECK(signal_fd_ >= 0, "ember-run: signalfd failed: " << detail::errno_text(errno));
+      serve_store();
       for (int local = 0; local < o_.nproc_per_node; ++local) spawn(local);
       supervise();
       result = exit_status();
     } catch (...) {
       stop_all(SIGKILL);
       reap_all_blocking();
+      store_.reset();
       restore();
       throw;
     }
+    store_.reset();
     restore();
     return result;
   }
 
  private:
+  // The job's store lives here, not in rank 0, so that it outlives any rank.
+  // Its thread starts with the handled signals blocked, as this thread has
+  // them: a SIGCHLD or SIGTERM delivered to it would be lost to the
+  // signalfd.
+  void serve_store() {
+    if (o_.node_rank != 0) return;
+    const int port = o_.standalone ? 0 : o_.master_port;
+    try {
+      store_ = std::make_unique<detail::TCPStoreServer>(o_.master_addr, port);
+    } catch (const Error& e) {
+      EMBER_FAIL("ember-run: cannot serve the job's store on "
+                 << o_.master_addr << ":" << port << ": " << e.what()
+                 << ". Another program (an earlier job?) may use the port: pick another --master-port, or use "
+                 << "--standalone on one node");
+    }
+    o_.master_port = store_->port();
+  }
+
   void restore() {
     if (signal_fd_ >= 0) ::close(signal_fd_);
     signal_fd_ = -1;
@@ -378,7 +404,8 @@ class Supervisor {
     return 0;
   }
 
-  const LauncherOptions& o_;
+  LauncherOptions o_;
+  std::unique_ptr<detail::TCPStoreServer> store_;
   std::vector<Rank> ranks_;
   int signal_fd_ = -1;
   sigset_t old_mask_{};
@@ -404,7 +431,7 @@ std::string launcher_usage() {
          "  --nproc-per-node N   ranks on this node (default 1); 'gpu': one per visible GPU\n"
          "  --nnodes M           nodes in the job (default 1)\n"
          "  --node-rank K        this node's index, 0 to M-1 (default 0)\n"
-         "  --master-addr A      host of rank 0, which serves the store (default 127.0.0.1)\n"
+         "  --master-addr A      host of node rank 0, whose ember-run serves the store (default 127.0.0.1)\n"
          "  --master-port P      its port (default 29500)\n"
          "  --standalone         one node: 127.0.0.1 and a free port instead of the two above\n"
          "  --grace-period S     seconds between SIGTERM and SIGKILL when stopping ranks (default 5)\n"
@@ -494,10 +521,7 @@ LauncherOptions parse_launcher_args(const std::vector<std::string>& args) {
 int run_launcher(const LauncherOptions& options) {
   LauncherOptions o = options;
   EMBER_CHECK(!o.command.empty(), "ember-run: no program to run");
-  if (o.standalone) {
-    o.master_addr = "127.0.0.1";
-    o.master_port = detail::free_port(o.master_addr);
-  }
+  if (o.standalone) o.master_addr = "127.0.0.1";
   return Supervisor(o).run();
 }
 

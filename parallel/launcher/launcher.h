@@ -11,6 +11,15 @@
 //   nnodes * nproc_per_node gets RANK, LOCAL_RANK, WORLD_SIZE,
 //   LOCAL_WORLD_SIZE, GROUP_RANK (the node rank), MASTER_ADDR and
 //   MASTER_PORT in its environment, as from torchrun, and /dev/null as stdin.
+// - ember-run serves the job's TCPStore (parallel/distributed/store/tcp_store.h)
+//   on MASTER_ADDR:MASTER_PORT from a thread of its own, on node rank 0 only,
+//   as torchrun's agent does, and sets EMBER_AGENT_STORE=1 so that the ranks
+//   connect to it as clients (rank 0 does not serve one): a rank that dies,
+//   rank 0 included, does not take the store with it, so the others can
+//   still name the rank that is missing. It listens before starting any
+//   rank; a port it cannot listen on is an ember::Error naming it.
+//   --standalone listens on a free port of 127.0.0.1.
+//   TORCHELASTIC_USE_AGENT_STORE is removed from the ranks' environment.
 // - Every line a rank writes to stdout (stderr) comes out on ember-run's
 //   stdout (stderr) as "[rank K] line"; a last line without a newline gets
 //   one. Lines are never interleaved with each other.

@@ -40,6 +40,7 @@ struct TCPStore::Connection {
   std::mutex mutex;
   std::string broken;  // why the connection is unusable; empty while it works
   std::string where;   // "host:port"
+  std::string server;  // the process serving the store: "rank 0", "ember-run"
 
   // Sends one request frame and returns the reply payload. `what` names the
   // call in errors (get("key")).
@@ -60,13 +61,12 @@ struct TCPStore::Connection {
       io = detail::recv_all(socket.fd(), payload.data(), len, deadline);
     }
     if (io.status == detail::IoStatus::Closed) {
-      fail(what, "the connection to the store server was lost (" + io.error +
-                     "). The server runs in rank 0's process: rank 0 has probably exited or crashed; look at its "
-                     "output first");
+      fail(what, "the connection to the store server was lost (" + io.error + "). The server runs in " + server +
+                     "'s process: " + server + " has probably exited or crashed; look at its output first");
     }
     if (io.status == detail::IoStatus::Timeout) {
-      fail(what, "the store server did not answer in time (" + io.error +
-                     "); rank 0's process, which serves it, may be stopped or overloaded");
+      fail(what, "the store server did not answer in time (" + io.error + "); " + server +
+                     "'s process, which serves it, may be stopped or overloaded");
     }
     return payload;
   }
@@ -98,10 +98,13 @@ TCPStore::TCPStore(std::string host, int port, TCPStoreOptions options)
   }
   connection_ = std::make_unique<Connection>();
   connection_->where = host_ + ":" + std::to_string(port_);
+  connection_->server = options.server;
   connection_->socket = detail::connect_with_retry(
       host_, port_, deadline,
-      "TCPStore: check that rank 0 is running and serves the store there: MASTER_ADDR and MASTER_PORT must name "
-      "rank 0's host and a port it can listen on, the same on every rank, and no firewall may block the port");
+      "TCPStore: check that " + options.server +
+          " is running and serves the store there: MASTER_ADDR and "
+          "MASTER_PORT must name its host and a port it can listen on, the same on every rank, and no firewall may "
+          "block the port");
   // A frame that is not an ember store's answer, or none at all within the
   // time left (at least a second), means something else listens there.
   const auto hello_deadline = std::max(deadline, Clock::now() + std::chrono::seconds(1));

@@ -14,9 +14,9 @@
 //   others) until the timeout, then throw an ember::Error that names
 //   host:port, the last error and what to check.
 // - Requests of one TCPStore are serialized (it is one connection); use one
-//   TCPStore per thread for concurrency. When the server goes away (rank 0
-//   exited), every call throws an ember::Error that says so and names
-//   host:port, and so does every later call.
+//   TCPStore per thread for concurrency. When the server goes away (rank 0,
+//   or ember-run, exited), every call throws an ember::Error that says so,
+//   naming options.server and host:port, and so does every later call.
 // - get()/wait() time out on the server's clock; the client gives the server
 //   a grace period on top before calling it unresponsive.
 #pragma once
@@ -37,6 +37,9 @@ class TCPStoreServer;
 
 struct TCPStoreOptions {
   bool is_server = false;  // serve the store from this process (rank 0)
+  // Which process serves the store, for the errors of a client that cannot
+  // reach it: "rank 0", or "ember-run" when the launcher serves it.
+  std::string server = "rank 0";
   // Connecting, and every get()/wait() without a timeout of its own.
   std::chrono::milliseconds timeout = kDefaultStoreTimeout;
 };

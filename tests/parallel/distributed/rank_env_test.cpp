@@ -53,7 +53,10 @@ class RankEnv : public ::testing::Test {
                                            "SLURM_NODEID",
                                            "SLURM_STEP_NODELIST",
                                            "SLURM_JOB_NODELIST",
-                                           "SLURM_NODELIST"};
+                                           "SLURM_NODELIST",
+                                           "EMBER_AGENT_STORE",
+                                           "TORCHELASTIC_USE_AGENT_STORE",
+                                           "TORCHELASTIC_RESTART_COUNT"};
   std::map<std::string, std::string> saved_;
 };
 
@@ -72,6 +75,22 @@ TEST_F(RankEnv, TorchrunVariables) {
   EXPECT_EQ(info.master_addr, "10.1.2.3");
   EXPECT_EQ(info.master_port, 29500);
   EXPECT_EQ(info.launcher, "ember-run/torchrun");
+}
+
+TEST_F(RankEnv, WhoServesTheStore) {
+  set({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "29500"}});
+  EXPECT_EQ(rank_info_from_env().store_host, StoreHost::Rank0);
+  set({{"TORCHELASTIC_USE_AGENT_STORE", "False"}});
+  EXPECT_EQ(rank_info_from_env().store_host, StoreHost::Rank0);
+  set({{"TORCHELASTIC_USE_AGENT_STORE", "True"}, {"TORCHELASTIC_RESTART_COUNT", "3"}});
+  RankInfo info = rank_info_from_env();
+  EXPECT_EQ(info.store_host, StoreHost::TorchrunAgent);
+  EXPECT_EQ(info.restart_count, 3);
+  set({{"EMBER_AGENT_STORE", "1"}});
+  EXPECT_EQ(rank_info_from_env().store_host, StoreHost::EmberRun);
+  unsetenv("EMBER_AGENT_STORE");
+  set({{"TORCHELASTIC_RESTART_COUNT", "x"}});
+  EXPECT_TRUE(throws_with([] { rank_info_from_env(); }, {"TORCHELASTIC_RESTART_COUNT='x'", "not an integer"}));
 }
 
 TEST_F(RankEnv, LocalVariablesDefaultToOneNode) {

@@ -23,6 +23,17 @@
 #       examples/distributed_demo under ember-run: 3 ranks all_reduce and
 #       finish; then rank 1 crashes mid-loop: ember-run exits non-zero and no
 #       rank is left. Exits 77 (skip) when ember has no gloo backend.
+#   launcher_check.sh dies       EMBER_RUN DEMO RANK
+#       3 ranks of distributed_demo, which ignore SIGTERM (so that they end on
+#       their own); rank RANK crashes (status 3) before all_reduce #3. Every
+#       other rank fails that all_reduce with an error naming rank RANK as the
+#       one that did not arrive, rank 0 dying included: ember-run serves the
+#       store, so it outlives rank 0. Exits 77 without gloo.
+#   launcher_check.sh nodes      EMBER_RUN DEMO DIR
+#       Two ember-runs on this machine as the two nodes of one job (--nnodes 2,
+#       --node-rank 1 started first, 2 ranks each, one free port): the 4 ranks
+#       all_reduce across both, and both ember-runs exit 0. Exits 77 without
+#       gloo.
 set -u
 mode=$1
 run=$2
@@ -188,6 +199,54 @@ case "$mode" in
       tr '\0' ' ' <"$cmdline" 2>/dev/null | grep -q "^$demo --steps 20 " && fail "a rank of the crashed job is still running"
     done
     echo "PASS: the demo runs under ember-run; a crash fails the job (status $rc)"
+    ;;
+  dies)
+    demo=$3
+    dying=$4
+    out=$("$run" --standalone --nproc-per-node 3 --grace-period 20 sh -c 'trap "" TERM; exec "$0" "$@"' \
+      "$demo" --steps 20 --fail-rank "$dying" --fail-step 2 --timeout-ms 4000 2>&1)
+    rc=$?
+    echo "$out"
+    if echo "$out" | grep -q "built without Gloo"; then
+      echo "skipped: this ember has no gloo backend"
+      exit 77
+    fi
+    [ $rc -eq 3 ] || fail "ember-run exited with status $rc, expected the crashed rank's 3"
+    for r in 0 1 2; do
+      [ $r -eq "$dying" ] && continue
+      line=$(echo "$out" | grep "^\[rank $r\] rank $r: gloo all_reduce #3 ") || fail "rank $r did not fail all_reduce #3"
+      echo "$line" | grep -q "did not arrive at #3 (last collective started: \(.*, \)\?rank $dying #2 all_reduce" ||
+        fail "rank $r's error does not name rank $dying as missing from all_reduce #3"
+    done
+    echo "$out" | grep -q "store cannot be reached\|rank 0 has probably exited" && fail "a rank lost the store"
+    echo "PASS: rank $dying died; every other rank named it and all_reduce #3"
+    ;;
+  nodes)
+    demo=$3
+    dir=$4
+    fresh_dir "$dir"
+    # A free port: the one --standalone picks (free again once that run has ended).
+    port=$("$run" --standalone sh -c 'echo $MASTER_PORT' | sed 's/^\[rank 0\] //')
+    [ -n "$port" ] || fail "no free port"
+    "$run" --nnodes 2 --node-rank 1 --nproc-per-node 2 --master-port "$port" "$demo" --steps 3 --timeout-ms 30000 \
+      >"$dir/node1" 2>&1 &
+    node1=$!
+    "$run" --nnodes 2 --node-rank 0 --nproc-per-node 2 --master-port "$port" "$demo" --steps 3 --timeout-ms 30000 \
+      >"$dir/node0" 2>&1
+    rc0=$?
+    wait $node1
+    rc1=$?
+    cat "$dir/node0" "$dir/node1"
+    if grep -q "built without Gloo" "$dir/node0"; then
+      echo "skipped: this ember has no gloo backend"
+      exit 77
+    fi
+    [ $rc0 -eq 0 ] && [ $rc1 -eq 0 ] || fail "node 0's ember-run exited with $rc0, node 1's with $rc1"
+    grep -qx "\[rank 0\] rank 0 of 4 joined" "$dir/node0" || fail "rank 0 did not join a job of 4"
+    grep -qx "\[rank 0\] step 2: all_reduce sum = 14" "$dir/node0" || fail "rank 0 did not print step 2's sum"
+    for r in 0 1; do grep -qx "\[rank $r\] rank $r: done" "$dir/node0" || fail "rank $r did not finish on node 0"; done
+    for r in 2 3; do grep -qx "\[rank $r\] rank $r: done" "$dir/node1" || fail "rank $r did not finish on node 1"; done
+    echo "PASS: two ember-runs as two nodes on port $port; 4 ranks all_reduced"
     ;;
   *)
     fail "unknown mode $mode"
