@@ -19,6 +19,10 @@ tests/nn/torch_interop_helper.
     step. Then the reverse: PyTorch's three steps, its optimizer.state_dict()
     written under the same names, one step in ember, compared with PyTorch's
     fourth.
+(d) Weight tying: ember's embedding + head sharing one table, saved once by
+    nn::save, loads into the same tied torch model (safetensors.torch.
+    load_model with the package), and PyTorch's tied model (save_model with
+    the package, both names otherwise) loads into ember keeping the tie.
 Every file ember writes is checked against its CRC-32 checksums: the data
 of each tensor and the header's digest (nn/safetensors.h says what it covers).
 
@@ -256,6 +260,55 @@ def optimizer_torch_to_ember(helper, work, kind):
     compare_weights(f"torch.optim {kind} state -> ember step", net, os.path.join(where, "next.safetensors"))
 
 
+class TiedLm(torch.nn.Module):  # torch_interop_helper.cpp: TiedLm
+    def __init__(self):
+        super().__init__()
+        self.tok = torch.nn.Embedding(11, 6)
+        self.head = torch.nn.Linear(6, 11, bias=False)
+        self.head.weight = self.tok.weight
+
+    def forward(self, ids):
+        return self.head(self.tok(ids))
+
+
+def tied_ember_to_torch(helper, work):
+    where = os.path.join(work, "ember_tied")
+    os.makedirs(where, exist_ok=True)
+    subprocess.run([helper, "tied-write", where], check=True)
+    path = os.path.join(where, "model.safetensors")
+    lm = TiedLm()
+    state, _ = read_safetensors(path)
+    assert len(state) == 1, f"the tied table should be written once, found {sorted(state)}"
+    if USE_PACKAGE:
+        missing, unexpected = safetensors.torch.load_model(lm, path)
+        assert not missing and not unexpected, (missing, unexpected)
+    else:
+        missing, unexpected = lm.load_state_dict(state, strict=False)
+        assert not unexpected and set(missing) | set(state) == {"tok.weight", "head.weight"}, (missing, unexpected)
+    assert lm.head.weight is lm.tok.weight
+    io, _ = read_safetensors(os.path.join(where, "io.safetensors"))
+    with torch.no_grad():
+        compare("ember tied embedding/head -> torch", lm(io["input"]), io["logits"])
+
+
+def tied_torch_to_ember(helper, work):
+    where = os.path.join(work, "torch_tied")
+    os.makedirs(where, exist_ok=True)
+    torch.manual_seed(9)
+    lm = TiedLm()
+    path = os.path.join(where, "model.safetensors")
+    if USE_PACKAGE:
+        safetensors.torch.save_model(lm, path)
+    else:
+        write_safetensors(path, lm.state_dict())
+    ids = torch.randint(0, 11, (2, 5))
+    write_safetensors(os.path.join(where, "io.safetensors"), {"input": ids})
+    out = os.path.join(where, "logits.safetensors")
+    subprocess.run([helper, "tied-run", path, os.path.join(where, "io.safetensors"), out], check=True)
+    with torch.no_grad():
+        compare("torch tied embedding/head -> ember", read_safetensors(out)[0]["logits"], lm(ids))
+
+
 def main():
     args = [a for a in sys.argv[1:] if a != "--safetensors-package"]
     if len(args) != 2:
@@ -266,6 +319,8 @@ def main():
         for dtype_name in FILE_DTYPES:
             ember_to_torch(helper, work, kind, dtype_name)
         torch_to_ember(helper, work, kind)
+    tied_ember_to_torch(helper, work)
+    tied_torch_to_ember(helper, work)
     for kind in ("adamw", "sgd"):
         optimizer_ember_to_torch(helper, work, kind)
         optimizer_torch_to_ember(helper, work, kind)

@@ -20,6 +20,12 @@
 //     loads DIR/model.safetensors and DIR/optim.safetensors (PyTorch's),
 //     takes one step on DIR/io.safetensors' batch and writes
 //     DIR/next.safetensors
+//   torch_interop_helper tied-write DIR
+//     a token embedding whose head shares its table (weight tying):
+//     DIR/model.safetensors (nn::save, the table once) and DIR/io.safetensors
+//     ("input" token ids, "logits")
+//   torch_interop_helper tied-run MODEL IO OUT
+//     nn::load(MODEL) into the tied model; OUT gets "logits" of IO's "input"
 #include <cstdio>
 #include <exception>
 #include <memory>
@@ -93,6 +99,23 @@ void train_step(nn::Sequential& net, optim::Optimizer& optimizer, const Tensor& 
   optimizer.step();
 }
 
+// Embedding -> Linear head sharing the embedding's table, as a GPT's.
+class TiedLm : public nn::Module {
+ public:
+  TiedLm() {
+    tok = register_module("tok", std::make_shared<nn::Embedding>(11, 6));
+    head = register_module("head", std::make_shared<nn::Linear>(6, 11, false));
+    head->replace_parameter("weight", tok->weight);
+  }
+  Tensor forward(const Tensor& ids) {
+    NoGradGuard no_grad;
+    return (*head)((*tok)(ids));
+  }
+  std::shared_ptr<nn::Module> clone() const override { return clone_as<TiedLm>(); }
+  std::shared_ptr<nn::Embedding> tok;
+  std::shared_ptr<nn::Linear> head;
+};
+
 Tensor logits(nn::Sequential& net, const Tensor& input) {
   NoGradGuard no_grad;
   net.eval();
@@ -143,10 +166,28 @@ int run(int argc, char** argv) {
     nn::save(*net, dir + "/next.safetensors");
     return 0;
   }
+  if (mode == "tied-write" && argc == 3) {
+    manual_seed(8);
+    TiedLm lm;
+    const std::string dir = argv[2];
+    nn::save(lm, dir + "/model.safetensors");
+    const Tensor ids = randint(0, 11, {2, 5});
+    save_safetensors(dir + "/io.safetensors", {{"input", ids}, {"logits", lm.forward(ids)}});
+    return 0;
+  }
+  if (mode == "tied-run" && argc == 5) {
+    TiedLm lm;
+    nn::load(lm, argv[2]);
+    if (!lm.head->weight.is_same(lm.tok->weight)) throw Error("nn::load untied the head from the embedding");
+    save_safetensors(argv[4], {{"logits", lm.forward(load_safetensors(argv[3]).tensors.at("input"))}});
+    return 0;
+  }
   std::fprintf(stderr,
                "usage: torch_interop_helper write mlp|cnn f32|bf16|f16 DIR\n"
                "       torch_interop_helper run mlp|cnn MODEL IO OUT\n"
-               "       torch_interop_helper optim-write|optim-step adamw|sgd DIR\n");
+               "       torch_interop_helper optim-write|optim-step adamw|sgd DIR\n"
+               "       torch_interop_helper tied-write DIR\n"
+               "       torch_interop_helper tied-run MODEL IO OUT\n");
   return 2;
 }
 
