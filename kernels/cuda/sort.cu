@@ -27,11 +27,11 @@ namespace ember::cuda {
 namespace {
 
 template <typename T>
-using key_t = std::conditional_t<sizeof(T) == 8, uint64_t, uint32_t>;
+using radix_key_t = std::conditional_t<sizeof(T) == 8, uint64_t, uint32_t>;
 
 // The unsigned key of v: key(a) < key(b) exactly when a comes first.
 template <typename T>
-__device__ __forceinline__ key_t<T> radix_key(T v) {
+__device__ __forceinline__ radix_key_t<T> radix_key(T v) {
   if constexpr (std::is_same_v<T, bool>) {
     return v ? 1u : 0u;
   } else if constexpr (std::is_same_v<T, int32_t>) {
@@ -53,12 +53,12 @@ __device__ __forceinline__ key_t<T> radix_key(T v) {
 // Keys and in-row indices of (rows, n) values; row offsets for the sort.
 template <typename T>
 __global__ void __launch_bounds__(256)
-    radix_keys_kernel(const T* __restrict__ x, key_t<T>* __restrict__ keys, int64_t* __restrict__ index,
+    radix_keys_kernel(const T* __restrict__ x, radix_key_t<T>* __restrict__ keys, int64_t* __restrict__ index,
                       int64_t* __restrict__ offsets, int64_t rows, int64_t n, bool descending) {
   const int64_t total = rows * n;
   for (int64_t p = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; p < total; p += int64_t(gridDim.x) * blockDim.x) {
-    const key_t<T> key = radix_key(x[p]);
-    keys[p] = descending ? key_t<T>(~key) : key;
+    const radix_key_t<T> key = radix_key(x[p]);
+    keys[p] = descending ? radix_key_t<T>(~key) : key;
     const int64_t j = p % n;
     index[p] = j;
     if (j == 0) offsets[p / n] = p;
@@ -68,7 +68,7 @@ __global__ void __launch_bounds__(256)
 
 template <typename T>
 void sort_rows(const SortArgs& a) {
-  using K = key_t<T>;
+  using K = radix_key_t<T>;
   cudaStream_t stream = current_stream(a.device).handle();
   const int64_t total = a.rows * a.n;
   Workspace keys_in = workspace_for<K>(total, a.device), keys_out = workspace_for<K>(total, a.device);
