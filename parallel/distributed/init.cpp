@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "parallel/distributed/store/prefix_store.h"
 #include "parallel/distributed/store/tcp_store.h"
+#include "parallel/distributed/store/torch_store_client.h"
 #if EMBER_WITH_GLOO
 #include "parallel/distributed/backend/gloo_process_group.h"
 #endif
@@ -28,10 +29,11 @@ std::string joined(const std::vector<std::string>& names) {
 }
 
 // This host's address on the connection to the TCP store under a chain of
-// PrefixStores; empty for any other store.
+// PrefixStores (ember's or torchrun's); empty for any other store.
 std::string store_local_address(const Store* store) {
   while (auto* prefix = dynamic_cast<const PrefixStore*>(store)) store = prefix->underlying().get();
   if (auto* tcp = dynamic_cast<const TCPStore*>(store)) return tcp->local_address();
+  if (auto* torch = dynamic_cast<const TorchStoreClient*>(store)) return torch->local_address();
   return "";
 }
 
@@ -80,6 +82,12 @@ void check_backend(const std::string& backend) {
 
 // The job's store, from whoever serves it (RankInfo::store_host).
 std::shared_ptr<Store> store_from_env(const RankInfo& info, std::chrono::milliseconds timeout) {
+  if (info.store_host == StoreHost::TorchrunAgent) {
+    // torch's env:// rendezvous gives its workers this view of the agent's store.
+    return std::make_shared<PrefixStore>(
+        "/worker/attempt_" + std::to_string(info.restart_count),
+        std::make_shared<TorchStoreClient>(info.master_addr, info.master_port, timeout));
+  }
   if (info.store_host == StoreHost::EmberRun) {
     return std::make_shared<TCPStore>(info.master_addr, info.master_port,
                                       TCPStoreOptions{.server = "ember-run", .timeout = timeout});

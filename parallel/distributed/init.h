@@ -11,8 +11,10 @@
 // - init_process_group(backend) reads RankInfo from the environment
 //   (parallel/distributed/rank_env.h), connects to the TCPStore on
 //   MASTER_ADDR:MASTER_PORT with the group's timeout (served by ember-run,
-//   or by rank 0 when no launcher serves one: RankInfo::store_host), and
-//   makes the default group over it. It returns when every rank has joined; after the timeout it
+//   by torchrun's agent, through PyTorch's protocol under the prefix
+//   /worker/attempt_<TORCHELASTIC_RESTART_COUNT>, or by rank 0 when no
+//   launcher serves one: RankInfo::store_host), and makes the default group
+//   over it. It returns when every rank has joined; after the timeout it
 //   throws, naming the ranks that did not.
 // - The other form takes a store, rank and world size (no environment).
 // - Backends: "gloo" (CPU tensors) when ember was built with Gloo, "nccl"

@@ -29,6 +29,12 @@
 #       other rank fails that all_reduce with an error naming rank RANK as the
 #       one that did not arrive, rank 0 dying included: ember-run serves the
 #       store, so it outlives rank 0. Exits 77 without gloo.
+#   launcher_check.sh torchrun   FAKE_TORCHRUN DEMO
+#       distributed_demo's 3 ranks under scripts/fake_torchrun.py, which hosts
+#       a PyTorch TCPStore (python3-torch 1.13) and sets the variables torchrun's
+#       agent sets (TORCHELASTIC_USE_AGENT_STORE=True): the ranks meet in that
+#       store and all_reduce. Exits 77 without a python3 that imports torch, or
+#       without gloo.
 #   launcher_check.sh nodes      EMBER_RUN DEMO DIR
 #       Two ember-runs on this machine as the two nodes of one job (--nnodes 2,
 #       --node-rank 1 started first, 2 ranks each, one free port): the 4 ranks
@@ -220,6 +226,29 @@ case "$mode" in
     done
     echo "$out" | grep -q "store cannot be reached\|rank 0 has probably exited" && fail "a rank lost the store"
     echo "PASS: rank $dying died; every other rank named it and all_reduce #3"
+    ;;
+  torchrun)
+    fake=$2
+    demo=$3
+    python=""
+    for p in python3 /usr/bin/python3; do
+      if "$p" -c 'import torch.distributed' >/dev/null 2>&1; then python=$p && break; fi
+    done
+    if [ -z "$python" ]; then
+      echo "skipped: no python3 imports torch (apt-get install python3-torch)"
+      exit 77
+    fi
+    out=$("$python" "$fake" --standalone --nproc-per-node 3 "$demo" --steps 4 --timeout-ms 20000 2>&1)
+    rc=$?
+    echo "$out"
+    if echo "$out" | grep -q "built without Gloo"; then
+      echo "skipped: this ember has no gloo backend"
+      exit 77
+    fi
+    [ $rc -eq 0 ] || fail "the demo under the fake torchrun agent exited with status $rc"
+    echo "$out" | grep -qx "step 3: all_reduce sum = 12" || fail "rank 0 did not print step 3's sum"
+    for r in 0 1 2; do echo "$out" | grep -qx "rank $r: done" || fail "rank $r did not finish"; done
+    echo "PASS: 3 ranks met in PyTorch's TCPStore ($("$python" -c 'import torch; print(torch.__version__)'))"
     ;;
   nodes)
     demo=$3
