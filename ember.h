@@ -18,6 +18,7 @@
 #include "core/generator.h"
 #include "core/grad_mode.h"
 #include "core/ops.h"
+#include "core/parallel_for.h"
 #include "core/tensor.h"
 #include "data/data_loader.h"
 #include "data/distributed_sampler.h"

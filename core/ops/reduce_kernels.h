@@ -14,6 +14,9 @@
 // - Arithmetic: half types in float, float32 in float, float64 in double;
 //   Sum of integers and bool in int64. Each result is rounded to out_dtype
 //   once. Max/Min compare in the same types (exact for every dtype).
+// - A kernel may split a reduction over CPU threads or GPU blocks; its
+//   result is then bit-identical run to run for a given thread count or
+//   launch configuration (core/parallel_for.h).
 //
 // Per op (in_dtype is the input's, out_dtype the values' dtype):
 //   Sum        out = sum; out_dtype is in_dtype for floats, int64 otherwise.
@@ -23,7 +26,8 @@
 //              (the first NaN); among equal values the first index wins.
 //   ArgMax,    only the index of Max/Min, into `indices`; `out` is null.
 //   ArgMin
-//   Var, Std   Welford's algorithm; var = M2 / max(reduce - correction, 0)
+//   Var, Std   Welford's algorithm (states of a split reduction merged by
+//              Chan's formula); var = M2 / max(reduce - correction, 0)
 //              (so inf, or NaN when M2 == 0, once correction >= reduce, as
 //              in PyTorch); Std is its square root. Floating only.
 //   LogSumExp  m + log(sum(exp(x - m))) with m the max (taken as 0 when it is

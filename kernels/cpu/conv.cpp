@@ -16,12 +16,22 @@
 // once, so sums over images and taps never round in between. Channels-last
 // arrays are reordered into NCHW buffers on the way in and back on the way
 // out (correct, not fast: the fast channels-last path is cuDNN's).
+//
+// Threads (core/parallel_for.h): with at least get_num_threads() images,
+// the images are shared out (each thread with its own im2col buffer, its
+// GEMMs single-threaded); with fewer, the images run in turn and each GEMM
+// splits over the threads. The output and the input gradient are per image,
+// so they equal one thread's exactly; the weight gradient sums over images:
+// each chunk of images sums its own partial gradient and the partials are
+// added in chunk order (bit-identical run to run at a given thread count).
+// The bias gradient is split by channel (exact).
 #include <algorithm>
 #include <type_traits>
 #include <vector>
 
 #include "core/ops/conv_kernels.h"
 #include "core/ops/gemm_kernels.h"
+#include "core/parallel_for.h"
 #include "kernels/acc_type.h"
 
 namespace ember::cpu {
@@ -170,6 +180,19 @@ void col2im_add(const ConvArgs& a, const S* col, S* image) {
   }
 }
 
+// Calls f(b0, b1, col) over ranges of images: shared out over threads when
+// there are enough images, else all images on the calling thread (whose
+// GEMMs then split). col is a buffer of col_size elements for the range.
+template <typename S, typename F>
+void over_images(const ConvArgs& a, size_t col_size, F&& f) {
+  const int64_t per_image = a.c_out * a.out_h * a.out_w * (a.c_in / a.groups) * a.kernel_h * a.kernel_w;
+  const bool share = a.n >= get_num_threads();
+  parallel_for(0, a.n, share ? kCpuGrain * 8 / std::max<int64_t>(per_image, 1) + 1 : a.n, [&](int64_t b0, int64_t b1) {
+    std::vector<S> col(col_size);
+    f(b0, b1, col.data());
+  });
+}
+
 template <typename S>
 DType dtype_of_compute() {
   return std::is_same_v<S, double> ? DType::Float64 : DType::Float32;
@@ -193,35 +216,36 @@ void forward(const ConvArgs& a) {
   Input<S, T> x(a.input, input_dims(a)), w(a.weight, weight_dims(a));
   Output<S, T> y(a.output, output_dims(a));
   const bool pointwise = is_pointwise(a);
-  std::vector<S> col(pointwise ? 0 : size_t(a.groups * d.k * d.ohw));
-  for (int64_t b = 0; b < a.n; ++b) {
-    const S* image = x.get() + b * a.c_in * d.hw;
-    if (!pointwise) im2col(a, image, col.data());
-    GemmArgs g;
-    g.dtype = dtype_of_compute<S>();
-    g.m = d.cout_g;
-    g.n = d.ohw;
-    g.k = d.k;
-    g.batch = a.groups;
-    g.a = w.get();
-    g.lda = d.k;
-    g.stride_a = d.cout_g * d.k;
-    g.b = pointwise ? image : col.data();
-    g.ldb = d.ohw;
-    g.stride_b = d.k * d.ohw;
-    g.c = y.get() + b * a.c_out * d.ohw;
-    g.ldc = d.ohw;
-    g.stride_c = d.cout_g * d.ohw;
-    gemm_stub(DeviceType::CPU)(g);
-  }
+  over_images<S>(a, pointwise ? 0 : size_t(a.groups * d.k * d.ohw), [&](int64_t b0, int64_t b1, S* col) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const S* image = x.get() + b * a.c_in * d.hw;
+      if (!pointwise) im2col(a, image, col);
+      GemmArgs g;
+      g.dtype = dtype_of_compute<S>();
+      g.m = d.cout_g;
+      g.n = d.ohw;
+      g.k = d.k;
+      g.batch = a.groups;
+      g.a = w.get();
+      g.lda = d.k;
+      g.stride_a = d.cout_g * d.k;
+      g.b = pointwise ? image : col;
+      g.ldb = d.ohw;
+      g.stride_b = d.k * d.ohw;
+      g.c = y.get() + b * a.c_out * d.ohw;
+      g.ldc = d.ohw;
+      g.stride_c = d.cout_g * d.ohw;
+      gemm_stub(DeviceType::CPU)(g);
+    }
+  });
   if (a.bias) {
     Input<S, T> bias(a.bias, bias_dims(a));
-    for (int64_t b = 0; b < a.n; ++b) {
-      for (int64_t o = 0; o < a.c_out; ++o) {
-        S* out = y.get() + (b * a.c_out + o) * d.ohw;
-        for (int64_t i = 0; i < d.ohw; ++i) out[i] += bias.get()[o];
+    parallel_for(0, a.n * a.c_out, kCpuGrain / std::max<int64_t>(d.ohw, 1) + 1, [&](int64_t p0, int64_t p1) {
+      for (int64_t plane = p0; plane < p1; ++plane) {
+        S* out = y.get() + plane * d.ohw;
+        for (int64_t i = 0; i < d.ohw; ++i) out[i] += bias.get()[plane % a.c_out];
       }
-    }
+    });
   }
   y.store();
 }
@@ -233,31 +257,32 @@ void backward_input(const ConvArgs& a) {
   Input<S, T> gy(a.grad_output, output_dims(a)), w(a.weight, weight_dims(a));
   Output<S, T> gx(a.grad_input, input_dims(a));
   const bool pointwise = is_pointwise(a);
-  std::vector<S> col(pointwise ? 0 : size_t(a.groups * d.k * d.ohw));
-  for (int64_t b = 0; b < a.n; ++b) {
-    S* image = gx.get() + b * a.c_in * d.hw;
-    GemmArgs g;
-    g.dtype = dtype_of_compute<S>();
-    g.trans_a = true;
-    g.m = d.k;
-    g.n = d.ohw;
-    g.k = d.cout_g;
-    g.batch = a.groups;
-    g.a = w.get();
-    g.lda = d.k;
-    g.stride_a = d.cout_g * d.k;
-    g.b = gy.get() + b * a.c_out * d.ohw;
-    g.ldb = d.ohw;
-    g.stride_b = d.cout_g * d.ohw;
-    g.c = pointwise ? image : col.data();
-    g.ldc = d.ohw;
-    g.stride_c = d.k * d.ohw;
-    gemm_stub(DeviceType::CPU)(g);
-    if (!pointwise) {
-      std::fill(image, image + a.c_in * d.hw, S(0));
-      col2im_add(a, col.data(), image);
+  over_images<S>(a, pointwise ? 0 : size_t(a.groups * d.k * d.ohw), [&](int64_t b0, int64_t b1, S* col) {
+    for (int64_t b = b0; b < b1; ++b) {
+      S* image = gx.get() + b * a.c_in * d.hw;
+      GemmArgs g;
+      g.dtype = dtype_of_compute<S>();
+      g.trans_a = true;
+      g.m = d.k;
+      g.n = d.ohw;
+      g.k = d.cout_g;
+      g.batch = a.groups;
+      g.a = w.get();
+      g.lda = d.k;
+      g.stride_a = d.cout_g * d.k;
+      g.b = gy.get() + b * a.c_out * d.ohw;
+      g.ldb = d.ohw;
+      g.stride_b = d.cout_g * d.ohw;
+      g.c = pointwise ? image : col;
+      g.ldc = d.ohw;
+      g.stride_c = d.k * d.ohw;
+      gemm_stub(DeviceType::CPU)(g);
+      if (!pointwise) {
+        std::fill(image, image + a.c_in * d.hw, S(0));
+        col2im_add(a, col, image);
+      }
     }
-  }
+  });
   gx.store();
 }
 
@@ -270,41 +295,65 @@ void backward_weight(const ConvArgs& a) {
     Input<S, T> x(a.input, input_dims(a));
     Output<S, T> gw(a.grad_weight, weight_dims(a));
     const bool pointwise = is_pointwise(a);
-    std::vector<S> col(pointwise ? 0 : size_t(a.groups * d.k * d.ohw));
-    for (int64_t b = 0; b < a.n; ++b) {
-      const S* image = x.get() + b * a.c_in * d.hw;
-      if (!pointwise) im2col(a, image, col.data());
-      GemmArgs g;
-      g.dtype = dtype_of_compute<S>();
-      g.trans_b = true;
-      g.m = d.cout_g;
-      g.n = d.k;
-      g.k = d.ohw;
-      g.batch = a.groups;
-      g.beta = b == 0 ? 0.0 : 1.0;
-      g.a = gy.get() + b * a.c_out * d.ohw;
-      g.lda = d.ohw;
-      g.stride_a = d.cout_g * d.ohw;
-      g.b = pointwise ? image : col.data();
-      g.ldb = d.ohw;
-      g.stride_b = d.k * d.ohw;
-      g.c = gw.get();
-      g.ldc = d.k;
-      g.stride_c = d.cout_g * d.k;
-      gemm_stub(DeviceType::CPU)(g);
+    const size_t w_size = size_t(weight_dims(a).numel());
+    // Images [b0, b1) summed into dw (set by the first image).
+    auto sum_images = [&](int64_t b0, int64_t b1, S* dw) {
+      std::vector<S> col(pointwise ? 0 : size_t(a.groups * d.k * d.ohw));
+      for (int64_t b = b0; b < b1; ++b) {
+        const S* image = x.get() + b * a.c_in * d.hw;
+        if (!pointwise) im2col(a, image, col.data());
+        GemmArgs g;
+        g.dtype = dtype_of_compute<S>();
+        g.trans_b = true;
+        g.m = d.cout_g;
+        g.n = d.k;
+        g.k = d.ohw;
+        g.batch = a.groups;
+        g.beta = b == b0 ? 0.0 : 1.0;
+        g.a = gy.get() + b * a.c_out * d.ohw;
+        g.lda = d.ohw;
+        g.stride_a = d.cout_g * d.ohw;
+        g.b = pointwise ? image : col.data();
+        g.ldb = d.ohw;
+        g.stride_b = d.k * d.ohw;
+        g.c = dw;
+        g.ldc = d.k;
+        g.stride_c = d.cout_g * d.k;
+        gemm_stub(DeviceType::CPU)(g);
+      }
+    };
+    const int64_t per_image = int64_t(w_size) * d.ohw;
+    const int64_t chunks = a.n >= get_num_threads() && !in_parallel_region()
+                               ? parallel_chunk_count(a.n, kCpuGrain * 8 / std::max<int64_t>(per_image, 1) + 1)
+                               : 1;
+    if (chunks == 1) {
+      sum_images(0, a.n, gw.get());
+    } else {
+      std::vector<std::vector<S>> partial(size_t(chunks), std::vector<S>(w_size, S(0)));
+      detail::run_chunks(chunks, [&](int64_t c) {
+        sum_images(parallel_chunk_start(0, a.n, chunks, c), parallel_chunk_start(0, a.n, chunks, c + 1),
+                   partial[size_t(c)].data());
+      });
+      S* dw = gw.get();
+      std::copy(partial[0].begin(), partial[0].end(), dw);
+      for (int64_t c = 1; c < chunks; ++c) {
+        for (size_t i = 0; i < w_size; ++i) dw[i] += partial[size_t(c)][i];
+      }
     }
     gw.store();
   }
   if (a.grad_bias) {
     Output<S, T> gb(a.grad_bias, bias_dims(a));
-    for (int64_t o = 0; o < a.c_out; ++o) {
-      S total = 0;
-      for (int64_t b = 0; b < a.n; ++b) {
-        const S* plane = gy.get() + (b * a.c_out + o) * d.ohw;
-        for (int64_t i = 0; i < d.ohw; ++i) total += plane[i];
+    parallel_for(0, a.c_out, kCpuGrain / std::max<int64_t>(a.n * d.ohw, 1) + 1, [&](int64_t o0, int64_t o1) {
+      for (int64_t o = o0; o < o1; ++o) {
+        S total = 0;
+        for (int64_t b = 0; b < a.n; ++b) {
+          const S* plane = gy.get() + (b * a.c_out + o) * d.ohw;
+          for (int64_t i = 0; i < d.ohw; ++i) total += plane[i];
+        }
+        gb.get()[o] = total;
       }
-      gb.get()[o] = total;
-    }
+    });
     gb.store();
   }
 }

@@ -9,11 +9,14 @@
 // Bias-gradient epilogue: the CPU GEMM writes C, and the row sums of op(A)
 // are formed in its accumulation type in index order. A float32 C from
 // 16-bit operands takes them widened to float (exactly) and multiplied by
-// the float32 GEMM.
+// the float32 GEMM. Both epilogues split their rows over threads as the
+// GEMM does (each row summed as on one thread).
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "core/ops/gemm_kernels.h"
+#include "core/parallel_for.h"
 #include "kernels/acc_type.h"
 
 namespace ember::cpu {
@@ -47,11 +50,13 @@ template <typename T, typename O>
 void row_sums_of_op_a(const GemmArgs& g, void* bias_grad) {
   const T* a = static_cast<const T*>(g.a);
   O* out = static_cast<O*>(bias_grad);
-  for (int64_t i = 0; i < g.m; ++i) {
-    acc_t<T> s = 0;
-    for (int64_t p = 0; p < g.k; ++p) s += acc_t<T>(g.trans_a ? a[p * g.lda + i] : a[i * g.lda + p]);
-    out[i] = O(s);
-  }
+  parallel_for(0, g.m, kCpuGrain / std::max<int64_t>(g.k, 1) + 1, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      acc_t<T> s = 0;
+      for (int64_t p = 0; p < g.k; ++p) s += acc_t<T>(g.trans_a ? a[p * g.lda + i] : a[i * g.lda + p]);
+      out[i] = O(s);
+    }
+  });
 }
 
 template <typename T>

@@ -2,12 +2,15 @@
 // each output's window; backward scatters each output's gradient onto its
 // window in an acc_t buffer per plane, rounded once into grad_input. Planes
 // are addressed through kernels/pool_layout.h, NCHW or channels-last.
+// Planes are independent, so they split over threads (core/parallel_for.h)
+// with results equal to one thread's.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include "core/ops/pool_kernels.h"
+#include "core/parallel_for.h"
 #include "kernels/acc_type.h"
 #include "kernels/pool_layout.h"
 
@@ -53,32 +56,34 @@ void max_forward(const PoolArgs& a) {
   T* out = static_cast<T*>(a.output);
   const PlaneLayout<int64_t> layout = layout_of(a);
   const int64_t step = layout.step();
-  for (int64_t pl = 0; pl < a.planes; ++pl) {
-    const T* plane = in + layout.base(pl, a.h * a.w);
-    const int64_t out_base = layout.base(pl, a.out_h * a.out_w);
-    for (int64_t oy = 0; oy < a.out_h; ++oy) {
-      int64_t ys = oy * a.stride_h - a.padding_h;
-      int64_t y0 = first_tap(ys, a.dilation_h), y1 = std::min(ys + (a.kernel_h - 1) * a.dilation_h + 1, a.h);
-      for (int64_t ox = 0; ox < a.out_w; ++ox) {
-        int64_t xs = ox * a.stride_w - a.padding_w;
-        int64_t x0 = first_tap(xs, a.dilation_w), x1 = std::min(xs + (a.kernel_w - 1) * a.dilation_w + 1, a.w);
-        A best = -std::numeric_limits<A>::infinity();
-        int64_t best_at = y0 < y1 && x0 < x1 ? y0 * a.w + x0 : -1;
-        for (int64_t y = y0; y < y1; y += a.dilation_h) {
-          for (int64_t x = x0; x < x1; x += a.dilation_w) {
-            A v = A(plane[(y * a.w + x) * step]);
-            if (v > best || std::isnan(v)) {
-              best = v;
-              best_at = y * a.w + x;
+  parallel_for(0, a.planes, kCpuGrain / std::max<int64_t>(a.h * a.w, 1) + 1, [&](int64_t pl0, int64_t pl1) {
+    for (int64_t pl = pl0; pl < pl1; ++pl) {
+      const T* plane = in + layout.base(pl, a.h * a.w);
+      const int64_t out_base = layout.base(pl, a.out_h * a.out_w);
+      for (int64_t oy = 0; oy < a.out_h; ++oy) {
+        int64_t ys = oy * a.stride_h - a.padding_h;
+        int64_t y0 = first_tap(ys, a.dilation_h), y1 = std::min(ys + (a.kernel_h - 1) * a.dilation_h + 1, a.h);
+        for (int64_t ox = 0; ox < a.out_w; ++ox) {
+          int64_t xs = ox * a.stride_w - a.padding_w;
+          int64_t x0 = first_tap(xs, a.dilation_w), x1 = std::min(xs + (a.kernel_w - 1) * a.dilation_w + 1, a.w);
+          A best = -std::numeric_limits<A>::infinity();
+          int64_t best_at = y0 < y1 && x0 < x1 ? y0 * a.w + x0 : -1;
+          for (int64_t y = y0; y < y1; y += a.dilation_h) {
+            for (int64_t x = x0; x < x1; x += a.dilation_w) {
+              A v = A(plane[(y * a.w + x) * step]);
+              if (v > best || std::isnan(v)) {
+                best = v;
+                best_at = y * a.w + x;
+              }
             }
           }
+          int64_t o = out_base + (oy * a.out_w + ox) * step;
+          out[o] = T(best);
+          a.indices[o] = best_at;
         }
-        int64_t o = out_base + (oy * a.out_w + ox) * step;
-        out[o] = T(best);
-        a.indices[o] = best_at;
       }
     }
-  }
+  });
 }
 
 template <typename T, typename Window>
@@ -88,20 +93,22 @@ void avg_forward(const PoolArgs& a, Window window) {
   T* out = static_cast<T*>(a.output);
   const PlaneLayout<int64_t> layout = layout_of(a);
   const int64_t step = layout.step();
-  for (int64_t pl = 0; pl < a.planes; ++pl) {
-    const T* plane = in + layout.base(pl, a.h * a.w);
-    T* out_plane = out + layout.base(pl, a.out_h * a.out_w);
-    for (int64_t oy = 0; oy < a.out_h; ++oy) {
-      for (int64_t ox = 0; ox < a.out_w; ++ox) {
-        AvgWindow win = window(a, oy, ox);
-        A total = 0;
-        for (int64_t y = win.y0; y < win.y1; ++y) {
-          for (int64_t x = win.x0; x < win.x1; ++x) total += A(plane[(y * a.w + x) * step]);
+  parallel_for(0, a.planes, kCpuGrain / std::max<int64_t>(a.h * a.w, 1) + 1, [&](int64_t pl0, int64_t pl1) {
+    for (int64_t pl = pl0; pl < pl1; ++pl) {
+      const T* plane = in + layout.base(pl, a.h * a.w);
+      T* out_plane = out + layout.base(pl, a.out_h * a.out_w);
+      for (int64_t oy = 0; oy < a.out_h; ++oy) {
+        for (int64_t ox = 0; ox < a.out_w; ++ox) {
+          AvgWindow win = window(a, oy, ox);
+          A total = 0;
+          for (int64_t y = win.y0; y < win.y1; ++y) {
+            for (int64_t x = win.x0; x < win.x1; ++x) total += A(plane[(y * a.w + x) * step]);
+          }
+          out_plane[(oy * a.out_w + ox) * step] = T(win.divisor > 0 ? total / A(win.divisor) : A(0));
         }
-        out_plane[(oy * a.out_w + ox) * step] = T(win.divisor > 0 ? total / A(win.divisor) : A(0));
       }
     }
-  }
+  });
 }
 
 template <typename T>
@@ -118,32 +125,34 @@ void backward(PoolOp op, const PoolArgs& a) {
   using A = acc_t<T>;
   const T* gy = static_cast<const T*>(a.grad_output);
   T* gx = static_cast<T*>(a.grad_input);
-  std::vector<A> acc(size_t(a.h * a.w));
   const PlaneLayout<int64_t> layout = layout_of(a), gy_layout{a.channels, a.grad_output_channels_last};
   const int64_t step = layout.step(), gy_step = gy_layout.step();
-  for (int64_t pl = 0; pl < a.planes; ++pl) {
-    std::fill(acc.begin(), acc.end(), A(0));
-    const int64_t out_base = layout.base(pl, a.out_h * a.out_w), gy_base = gy_layout.base(pl, a.out_h * a.out_w);
-    for (int64_t oy = 0; oy < a.out_h; ++oy) {
-      for (int64_t ox = 0; ox < a.out_w; ++ox) {
-        const int64_t o = out_base + (oy * a.out_w + ox) * step;
-        A g = A(gy[gy_base + (oy * a.out_w + ox) * gy_step]);
-        if (op == PoolOp::Max) {
-          int64_t at = a.indices[o];
-          if (at >= 0 && at < a.h * a.w) acc[size_t(at)] += g;
-          continue;
-        }
-        AvgWindow win = op == PoolOp::Avg ? avg_window(a, oy, ox) : adaptive_window(a, oy, ox);
-        if (win.divisor == 0) continue;
-        A share = g / A(win.divisor);
-        for (int64_t y = win.y0; y < win.y1; ++y) {
-          for (int64_t x = win.x0; x < win.x1; ++x) acc[size_t(y * a.w + x)] += share;
+  parallel_for(0, a.planes, kCpuGrain / std::max<int64_t>(a.h * a.w, 1) + 1, [&](int64_t pl0, int64_t pl1) {
+    std::vector<A> acc(size_t(a.h * a.w));
+    for (int64_t pl = pl0; pl < pl1; ++pl) {
+      std::fill(acc.begin(), acc.end(), A(0));
+      const int64_t out_base = layout.base(pl, a.out_h * a.out_w), gy_base = gy_layout.base(pl, a.out_h * a.out_w);
+      for (int64_t oy = 0; oy < a.out_h; ++oy) {
+        for (int64_t ox = 0; ox < a.out_w; ++ox) {
+          const int64_t o = out_base + (oy * a.out_w + ox) * step;
+          A g = A(gy[gy_base + (oy * a.out_w + ox) * gy_step]);
+          if (op == PoolOp::Max) {
+            int64_t at = a.indices[o];
+            if (at >= 0 && at < a.h * a.w) acc[size_t(at)] += g;
+            continue;
+          }
+          AvgWindow win = op == PoolOp::Avg ? avg_window(a, oy, ox) : adaptive_window(a, oy, ox);
+          if (win.divisor == 0) continue;
+          A share = g / A(win.divisor);
+          for (int64_t y = win.y0; y < win.y1; ++y) {
+            for (int64_t x = win.x0; x < win.x1; ++x) acc[size_t(y * a.w + x)] += share;
+          }
         }
       }
+      T* plane = gx + layout.base(pl, a.h * a.w);
+      for (int64_t i = 0; i < a.h * a.w; ++i) plane[i * step] = T(acc[size_t(i)]);
     }
-    T* plane = gx + layout.base(pl, a.h * a.w);
-    for (int64_t i = 0; i < a.h * a.w; ++i) plane[i * step] = T(acc[size_t(i)]);
-  }
+  });
 }
 
 void forward_kernel(PoolOp op, const PoolArgs& a) {
