@@ -9,6 +9,7 @@
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/device.h"
 #include "core/cuda/device_cache.h"
+#include "core/cuda/kernel_image.h"
 #include "core/error.h"
 #include "core/storage.h"
 
@@ -40,6 +41,7 @@ class CudaCachingAllocator final : public Allocator {
     const int d = device.index;
     check_device(d);
     if (nbytes == 0) return DataPtr(nullptr, &free_nothing);
+    detail::check_kernel_image(d);  // a GPU this build has no kernels for fails here, with the fix
     cudaStream_t stream = current_stream(d).handle();
     void* p = device_cache(d).allocate(nbytes, stream);
     if (allocation_poisoning()) {

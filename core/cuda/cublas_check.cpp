@@ -1,6 +1,8 @@
 // Turns cuBLAS statuses into ember::Error messages that say what to do.
 #include "core/cuda/cublas_check.h"
 
+#include <cuda_runtime_api.h>
+
 #include <string>
 
 #include "core/error.h"
@@ -15,9 +17,21 @@ void throw_cublas_error(cublasStatus_t status, const char* expr, const char* fil
       hint = " cuBLAS could not get the memory it needs: the GPU is probably full; lower the batch size.";
       break;
     case CUBLAS_STATUS_ARCH_MISMATCH:
-    case CUBLAS_STATUS_NOT_SUPPORTED:
-      hint = " This GPU or dtype combination is not supported by this cuBLAS call.";
+    case CUBLAS_STATUS_NOT_SUPPORTED: {
+      hint = " This GPU or dtype combination is not supported by this cuBLAS call";
+      int device = 0;
+      cudaDeviceProp p{};
+      if (cudaGetDevice(&device) == cudaSuccess && cudaGetDeviceProperties(&p, device) == cudaSuccess) {
+        hint += " on cuda:" + std::to_string(device) + " (" + p.name + ", compute capability " +
+                std::to_string(p.major) + "." + std::to_string(p.minor) + ")";
+      } else {
+        cudaGetLastError();
+      }
+      hint +=
+          ". bfloat16 tensor-core math starts at compute capability 8.0 (Ampere): on older GPUs use float16 "
+          "(autocast with float16) or float32.";
       break;
+    }
     case CUBLAS_STATUS_EXECUTION_FAILED:
       hint = " A GPU kernel failed; rerun with EMBER_LAUNCH_BLOCKING=1 to find the op.";
       break;

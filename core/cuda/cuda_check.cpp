@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/cuda/graph.h"
+#include "core/cuda/kernel_image.h"
 #include "core/cuda/stream.h"
 #include "core/error.h"
 
@@ -56,9 +57,14 @@ std::string advice(cudaError_t err) {
              "capturing, so that one-time setup (cuDNN's algorithm search, a library's first use) happens then, "
              "and keep calls that wait for the device out of the captured work.";
     case cudaErrorInvalidDeviceFunction:
-    case cudaErrorNoKernelImageForDevice:
-      return " ember was not compiled for this GPU's architecture: rebuild with -DCMAKE_CUDA_ARCHITECTURES set to "
-             "its compute capability (90 for H100/H200).";
+    case cudaErrorNoKernelImageForDevice: {
+      int device = 0;
+      if (cudaGetDevice(&device) != cudaSuccess) cudaGetLastError();
+      std::string s(" ");
+      s += no_kernel_image_message_for(device);
+      s += '.';
+      return s;
+    }
     default: return "";
   }
 }
@@ -69,9 +75,10 @@ void throw_cuda_error(cudaError_t err, const char* expr, const char* file, int l
   // A recoverable error also sits in the runtime's last-error slot; clear it
   // so the next EMBER_CUDA_CHECK_LAUNCH does not report it again.
   if (!is_sticky(err)) cudaGetLastError();
-  ember::detail::throw_error(std::string("CUDA error ") + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) +
-                                 ") in `" + expr + "`." + advice(err),
-                             file, line);
+  std::string message =
+      std::string("CUDA error ") + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ") in `" + expr + "`.";
+  message += advice(err);
+  ember::detail::throw_error(message, file, line);
 }
 
 bool launch_blocking() {

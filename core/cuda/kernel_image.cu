@@ -1,0 +1,53 @@
+// The kernel-image probe of core/cuda/kernel_image.h.
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+
+#include "core/cuda/architectures.h"
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/device.h"
+#include "core/cuda/kernel_image.h"
+#include "core/error.h"
+
+namespace ember::cuda::detail {
+namespace {
+
+// CUDA kernels
+
+// Compiled with every other kernel, for the same architectures: it has an
+// image for a device exactly when they do.
+__global__ void probe_kernel() {}
+
+std::atomic<bool> probed[kMaxDevices];
+
+}  // namespace
+
+// kernel launchers
+
+std::string no_kernel_image_message_for(int device) {
+  cudaDeviceProp p{};
+  if (cudaGetDeviceProperties(&p, device) != cudaSuccess) {
+    cudaGetLastError();
+    return no_kernel_image_message(device, "name unknown", 0, 0, built_architectures());
+  }
+  return no_kernel_image_message(device, p.name, p.major, p.minor, built_architectures());
+}
+
+void check_kernel_image(int device) {
+  if (probed[device].load(std::memory_order_acquire)) [[likely]]
+    return;
+  int previous = 0;
+  EMBER_CUDA_CHECK(cudaGetDevice(&previous));
+  if (previous != device) EMBER_CUDA_CHECK(cudaSetDevice(device));
+  cudaFuncAttributes attributes{};
+  const cudaError_t err = cudaFuncGetAttributes(&attributes, probe_kernel);
+  if (previous != device) cudaSetDevice(previous);
+  if (err == cudaErrorNoKernelImageForDevice || err == cudaErrorInvalidDeviceFunction) {
+    cudaGetLastError();
+    EMBER_FAIL(no_kernel_image_message_for(device));
+  }
+  EMBER_CUDA_CHECK(err);
+  probed[device].store(true, std::memory_order_release);
+}
+
+}  // namespace ember::cuda::detail
