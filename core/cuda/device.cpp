@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/devices.h"
 #include "core/cuda/graph.h"
 #include "core/cuda/index_error.h"
 #include "core/error.h"
@@ -65,13 +66,7 @@ void check_device(int device) {
   const DeviceCount& c = counted();
   if (device >= 0 && device < c.count) [[likely]]
     return;
-  if (c.count == 0) {
-    EMBER_FAIL("Invalid device id " << device << ": no CUDA device is visible (CUDA_VISIBLE_DEVICES="
-                                    << visible_devices_env() << "; " << c.why_none
-                                    << "). Run on a machine with an NVIDIA GPU and driver, or keep tensors on the CPU");
-  }
-  EMBER_FAIL("Invalid device id " << device << ": " << c.count << " CUDA devices are visible (CUDA_VISIBLE_DEVICES="
-                                  << visible_devices_env() << "); use ids in [0, " << c.count - 1 << "]");
+  EMBER_FAIL(invalid_device_message(device, size_t(c.count), c.why_none));
 }
 
 int current_device() {

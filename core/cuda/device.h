@@ -7,7 +7,9 @@
 // - device_count() and is_available() never throw: without a driver or GPU
 //   they report 0 / false. Everything else that takes an id checks it and
 //   throws ember::Error naming the id, how many devices are visible, the
-//   CUDA_VISIBLE_DEVICES value and the valid range.
+//   CUDA_VISIBLE_DEVICES value and the valid range, or that the variable
+//   hides every GPU of the machine (core/cuda/devices.h's
+//   invalid_device_message).
 // - An id of -1 means the calling thread's current device.
 // - The current device is per host thread, as in the CUDA runtime.
 #pragma once

@@ -202,23 +202,44 @@ std::string describe_visible_mapping() {
   return "CUDA_VISIBLE_DEVICES=" + *env + " maps physical GPUs " + physical + " to logical ids " + logical;
 }
 
+std::string invalid_device_message(int logical_id, size_t count, const std::string& why_none) {
+  std::ostringstream s;
+  s << "Invalid device id " << logical_id << ": ";
+  if (count > 0) {
+    s << count << " CUDA device" << (count == 1 ? " is" : "s are") << " visible (" << describe_visible_mapping()
+      << "); use " << (count == 1 ? "id 0" : "ids in [0, " + std::to_string(count - 1) + "]");
+    return s.str();
+  }
+  DeviceSystem& sys = device_system();
+  const std::optional<std::string> env = sys.getenv("CUDA_VISIBLE_DEVICES");
+  const std::vector<PhysicalDevice> gpus = env ? physical_or_empty(sys) : std::vector<PhysicalDevice>{};
+  if (gpus.empty()) {
+    s << "no CUDA device is visible (CUDA_VISIBLE_DEVICES=" << env.value_or("unset") << "; " << why_none
+      << "). Run on a machine with an NVIDIA GPU and driver, or keep tensors on the CPU";
+    return s.str();
+  }
+  std::vector<int> ids;
+  for (const PhysicalDevice& g : gpus) ids.push_back(g.index);
+  s << "no CUDA device is visible: CUDA_VISIBLE_DEVICES=\"" << *env << "\" hides "
+    << (gpus.size() == 1 ? "the only GPU" : "all " + std::to_string(gpus.size()) + " GPUs")
+    << " of this machine, which NVML (nvidia-smi) lists:" << gpu_table(gpus) << "\n(the CUDA runtime: " << why_none
+    << "). Unset CUDA_VISIBLE_DEVICES, or set it to GPUs of this machine (CUDA_VISIBLE_DEVICES=" << join(ids)
+    << " for all of them), or keep tensors on the CPU";
+  return s.str();
+}
+
 void check_visible_device(int logical_id) {
   const size_t count = device_system().runtime_devices().size();
   if (logical_id >= 0 && size_t(logical_id) < count) return;
-  if (count == 0) {
-    const std::optional<std::string> env = device_system().getenv("CUDA_VISIBLE_DEVICES");
 #if EMBER_WITH_CUDA
-    const char* why = "no GPU or driver was found";
+  EMBER_FAIL(invalid_device_message(logical_id, count, "no GPU or driver was found"));
 #else
-    const char* why = "this ember was built without CUDA (EMBER_WITH_CUDA=OFF)";
+  EMBER_CHECK(count > 0, "Invalid device id " << logical_id << ": no CUDA device is visible (CUDA_VISIBLE_DEVICES="
+                                              << device_system().getenv("CUDA_VISIBLE_DEVICES").value_or("unset")
+                                              << "; this ember was built without CUDA (EMBER_WITH_CUDA=OFF)). Run on "
+                                                 "a machine with a GPU, or use CPU devices");
+  EMBER_FAIL(invalid_device_message(logical_id, count, ""));
 #endif
-    EMBER_FAIL("Invalid device id " << logical_id
-                                    << ": no CUDA device is visible (CUDA_VISIBLE_DEVICES=" << env.value_or("unset")
-                                    << "; " << why << "). Run on a machine with a GPU, or use CPU devices");
-  }
-  EMBER_FAIL("Invalid device id " << logical_id << ": " << count << " CUDA device" << (count == 1 ? " is" : "s are")
-                                  << " visible (" << describe_visible_mapping() << "); use "
-                                  << (count == 1 ? "id 0" : "ids in [0, " + std::to_string(count - 1) + "]"));
 }
 
 void set_visible_devices(const std::vector<int>& physical_ids) {

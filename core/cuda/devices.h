@@ -30,7 +30,9 @@
 //   error lists every GPU and its memory use.
 // - check_visible_device(id) throws, for an id outside the visible range,
 //   "Invalid device id 2: 2 CUDA devices are visible (CUDA_VISIBLE_DEVICES=1,2
-//   maps physical GPUs 1,2 to logical ids 0,1); use ids in [0, 1]".
+//   maps physical GPUs 1,2 to logical ids 0,1); use ids in [0, 1]"; with no
+//   device visible because CUDA_VISIBLE_DEVICES hides every GPU NVML lists,
+//   it says so, with the GPUs and the value that would show them.
 // - Everything asks the machine through a DeviceSystem: the process's
 //   environment, the CUDA runtime and NVML by default; tests install a fake
 //   one with set_device_system.
@@ -116,5 +118,12 @@ std::vector<int> select_free_devices(int n, uint64_t max_used_mib);
 // "CUDA_VISIBLE_DEVICES is unset, so logical ids 0,1 are physical GPUs 0,1".
 std::string describe_visible_mapping();
 void check_visible_device(int logical_id);
+// The "Invalid device id" message of check_visible_device and of
+// check_device (core/cuda/device.h) for an id outside [0, count): with the
+// logical -> physical mapping when some device is visible; when none is and
+// CUDA_VISIBLE_DEVICES is set while NVML lists GPUs, that the variable hides
+// them, which they are and how to list them; else `why_none`, the CUDA
+// runtime's reason.
+std::string invalid_device_message(int logical_id, size_t count, const std::string& why_none);
 
 }  // namespace ember::cuda

@@ -99,6 +99,55 @@ TEST(CudaVisibleDevices, InvalidIdErrorExplainsTheMapping) {
                           {"Invalid device id 0: no CUDA device is visible (CUDA_VISIBLE_DEVICES=1,2"}));
 }
 
+TEST(CudaVisibleDevices, VariableThatHidesEveryGpuSaysSo) {
+  ScopedDeviceSystem sys;
+  sys->nvml = std::vector<PhysicalDevice>{fake_gpu(0, 0x10, 0), fake_gpu(1, 0x11, 0)};
+  sys->env["CUDA_VISIBLE_DEVICES"] = "";
+  const std::string why = "the CUDA runtime reports cudaErrorNoDevice: no CUDA-capable device is detected";
+  const std::string m = invalid_device_message(0, 0, why);
+  EXPECT_THAT(m, HasSubstr("Invalid device id 0: no CUDA device is visible: CUDA_VISIBLE_DEVICES=\"\" hides all 2 "
+                           "GPUs of this machine, which NVML (nvidia-smi) lists:\n  GPU 0 (NVIDIA H200)"));
+  EXPECT_THAT(m, HasSubstr("GPU 1 (NVIDIA H200)"));
+  EXPECT_THAT(m, HasSubstr(why));
+  EXPECT_THAT(m, HasSubstr("Unset CUDA_VISIBLE_DEVICES, or set it to GPUs of this machine (CUDA_VISIBLE_DEVICES=0,1 "
+                           "for all of them)"));
+  // An index the machine lacks hides its only GPU too.
+  sys->nvml = std::vector<PhysicalDevice>{fake_gpu(0, 0x10, 0)};
+  sys->env["CUDA_VISIBLE_DEVICES"] = "5";
+  EXPECT_THAT(invalid_device_message(0, 0, why),
+              HasSubstr("CUDA_VISIBLE_DEVICES=\"5\" hides the only GPU of this machine"));
+#if EMBER_WITH_CUDA
+  EXPECT_TRUE(throws_with([] { check_visible_device(0); }, {"hides the only GPU", "CUDA_VISIBLE_DEVICES=0 for all"}));
+#endif
+  // Unset, or NVML missing: nothing is known to be hidden; the runtime's reason.
+  sys->env.clear();
+  EXPECT_EQ(invalid_device_message(0, 0, why),
+            "Invalid device id 0: no CUDA device is visible (CUDA_VISIBLE_DEVICES=unset; " + why +
+                "). Run on a machine with an NVIDIA GPU and driver, or keep tensors on the CPU");
+  sys->env["CUDA_VISIBLE_DEVICES"] = "";
+  sys->nvml.reset();
+  EXPECT_THAT(invalid_device_message(0, 0, why), HasSubstr("no CUDA device is visible (CUDA_VISIBLE_DEVICES=; "));
+}
+
+TEST(CudaVisibleDevices, IdBeyondTheOnlyGpuShowsTheMapping) {
+  ScopedDeviceSystem sys;
+  sys->nvml = std::vector<PhysicalDevice>{fake_gpu(0, 0x10, 0)};
+  sys->runtime = {fake_runtime((*sys->nvml)[0])};
+  EXPECT_EQ(invalid_device_message(5, 1, ""),
+            "Invalid device id 5: 1 CUDA device is visible (CUDA_VISIBLE_DEVICES is unset, so logical ids 0 are "
+            "physical GPUs 0); use id 0");
+}
+
+TEST(CudaVisibleDevices, CheckDeviceUsesTheSameMessage) {
+  if (!is_available()) {
+    EXPECT_TRUE(throws_with([] { check_device(0); }, {"Invalid device id 0: "}));
+    GTEST_SKIP() << "no CUDA device: the message with devices needs one";
+  }
+  EXPECT_TRUE(throws_with(
+      [] { check_device(device_count() + 4); },
+      {"Invalid device id " + std::to_string(device_count() + 4), "visible (CUDA_VISIBLE_DEVICES", "logical ids 0"}));
+}
+
 TEST(CudaVisibleDevices, SetBeforeCudaInitializes) {
   ScopedDeviceSystem sys;
   sys->nvml = std::vector<PhysicalDevice>{fake_gpu(0, 1, 0), fake_gpu(1, 2, 0), fake_gpu(2, 3, 0)};
