@@ -19,24 +19,39 @@ endif()
 if(EMBER_WITH_CUDA)
   find_package(CUDAToolkit REQUIRED)
   set(EMBER_CUDA_HINTS ${CUDAToolkit_LIBRARY_ROOT} /usr/local/cuda /usr)
-  find_path(EMBER_CUDNN_INCLUDE cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS} PATHS ${EMBER_CUDA_HINTS} PATH_SUFFIXES include)
+  find_path(EMBER_CUDNN_INCLUDE cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS} PATHS ${EMBER_CUDA_HINTS}
+    PATH_SUFFIXES include include/${CMAKE_LIBRARY_ARCHITECTURE})
   find_library(EMBER_CUDNN_LIBRARY cudnn HINTS ${CUDAToolkit_LIBRARY_DIR} PATHS ${EMBER_CUDA_HINTS}
-    PATH_SUFFIXES lib64 lib lib/x86_64-linux-gnu)
+    PATH_SUFFIXES lib64 lib lib/${CMAKE_LIBRARY_ARCHITECTURE})
+  find_path(EMBER_NCCL_INCLUDE nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} PATHS ${EMBER_CUDA_HINTS} PATH_SUFFIXES include)
+  find_library(EMBER_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} PATHS ${EMBER_CUDA_HINTS}
+    PATH_SUFFIXES lib64 lib lib/${CMAKE_LIBRARY_ARCHITECTURE})
+  # Everything missing in one message, with the two ways out: install it (or
+  # point CMake at it), or build CPU-only.
+  set(missing "")
   if(NOT EMBER_CUDNN_INCLUDE OR NOT EMBER_CUDNN_LIBRARY)
-    message(FATAL_ERROR "ember: cuDNN not found (cudnn.h: ${EMBER_CUDNN_INCLUDE}, libcudnn: ${EMBER_CUDNN_LIBRARY}). "
-      "Install cuDNN 9 (e.g. apt-get install cudnn9-cuda-13) or configure with -DEMBER_WITH_CUDA=OFF")
+    string(APPEND missing "\n  cuDNN 9 (cudnn.h: ${EMBER_CUDNN_INCLUDE}, libcudnn: ${EMBER_CUDNN_LIBRARY}): e.g. "
+      "apt-get install cudnn9-cuda-${CUDAToolkit_VERSION_MAJOR}, or -DEMBER_CUDNN_INCLUDE=<dir> "
+      "-DEMBER_CUDNN_LIBRARY=<libcudnn.so>")
+  endif()
+  if(NOT EMBER_NCCL_INCLUDE OR NOT EMBER_NCCL_LIBRARY)
+    string(APPEND missing "\n  NCCL 2 (nccl.h: ${EMBER_NCCL_INCLUDE}, libnccl: ${EMBER_NCCL_LIBRARY}): e.g. "
+      "apt-get install libnccl-dev, or -DEMBER_NCCL_INCLUDE=<dir> -DEMBER_NCCL_LIBRARY=<libnccl.so>")
+  endif()
+  if(missing)
+    set(where ${EMBER_CUDA_HINTS})
+    list(REMOVE_DUPLICATES where)
+    string(REPLACE ";" ", " where "${where}")
+    message(FATAL_ERROR "ember: the CUDA backend (EMBER_WITH_CUDA=ON, nvcc "
+      "${CMAKE_CUDA_COMPILER}) needs libraries that were not found under ${where} or the system "
+      "paths:${missing}\nInstall them, or build CPU-only: cmake -S . -B build -DEMBER_WITH_CUDA=OFF "
+      "(scripts/train.sh and scripts/demo.sh: EMBER_CMAKE_FLAGS=-DEMBER_WITH_CUDA=OFF scripts/train.sh). "
+      "An existing build directory keeps its choice until reconfigured with the flag")
   endif()
   add_library(ember_cudnn INTERFACE)
   target_include_directories(ember_cudnn INTERFACE ${EMBER_CUDNN_INCLUDE})
   target_link_libraries(ember_cudnn INTERFACE ${EMBER_CUDNN_LIBRARY})
 
-  find_path(EMBER_NCCL_INCLUDE nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} PATHS ${EMBER_CUDA_HINTS} PATH_SUFFIXES include)
-  find_library(EMBER_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} PATHS ${EMBER_CUDA_HINTS}
-    PATH_SUFFIXES lib64 lib lib/x86_64-linux-gnu)
-  if(NOT EMBER_NCCL_INCLUDE OR NOT EMBER_NCCL_LIBRARY)
-    message(FATAL_ERROR "ember: NCCL not found (nccl.h: ${EMBER_NCCL_INCLUDE}, libnccl: ${EMBER_NCCL_LIBRARY}). "
-      "Install NCCL 2 (e.g. apt-get install libnccl-dev) or configure with -DEMBER_WITH_CUDA=OFF")
-  endif()
   add_library(ember_nccl INTERFACE)
   target_include_directories(ember_nccl INTERFACE ${EMBER_NCCL_INCLUDE})
   target_link_libraries(ember_nccl INTERFACE ${EMBER_NCCL_LIBRARY})
