@@ -1,10 +1,9 @@
 // Turns cuBLAS statuses into ember::Error messages that say what to do.
 #include "core/cuda/cublas_check.h"
 
-#include <cuda_runtime_api.h>
-
 #include <string>
 
+#include "core/cuda/kernel_image.h"
 #include "core/error.h"
 
 namespace ember::cuda::detail {
@@ -18,15 +17,8 @@ void throw_cublas_error(cublasStatus_t status, const char* expr, const char* fil
       break;
     case CUBLAS_STATUS_ARCH_MISMATCH:
     case CUBLAS_STATUS_NOT_SUPPORTED: {
-      hint = " This GPU or dtype combination is not supported by this cuBLAS call";
-      int device = 0;
-      cudaDeviceProp p{};
-      if (cudaGetDevice(&device) == cudaSuccess && cudaGetDeviceProperties(&p, device) == cudaSuccess) {
-        hint += " on cuda:" + std::to_string(device) + " (" + p.name + ", compute capability " +
-                std::to_string(p.major) + "." + std::to_string(p.minor) + ")";
-      } else {
-        cudaGetLastError();
-      }
+      hint = " This GPU or dtype combination is not supported by this cuBLAS call on ";
+      hint += current_device_description();
       hint +=
           ". bfloat16 tensor-core math starts at compute capability 8.0 (Ampere): on older GPUs use float16 "
           "(autocast with float16) or float32.";

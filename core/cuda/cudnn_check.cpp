@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "core/cuda/kernel_image.h"
 #include "core/error.h"
 
 namespace ember::cuda::detail {
@@ -17,6 +18,13 @@ void throw_cudnn_error(cudnnStatus_t status, const char* expr, const char* file,
     message +=
         ". cuDNN has no engine for this configuration (layout, dtype, alignment); fall back to another "
         "algorithm or make the inputs contiguous";
+  }
+  if (status == CUDNN_STATUS_NOT_SUPPORTED_ARCH_MISMATCH) {
+    message += ". ";
+    message += current_device_description();
+    message +=
+        " lacks what this call needs; bfloat16 tensor-core math starts at compute capability 8.0 (Ampere): on "
+        "older GPUs use float16 (autocast with float16) or float32";
   }
   ember::detail::throw_error(message + ".", file, line);
 }

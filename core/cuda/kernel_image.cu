@@ -2,6 +2,7 @@
 #include <cuda_runtime_api.h>
 
 #include <atomic>
+#include <string>
 
 #include "core/cuda/architectures.h"
 #include "core/cuda/cuda_check.h"
@@ -31,6 +32,17 @@ std::string no_kernel_image_message_for(int device) {
     return no_kernel_image_message(device, "name unknown", 0, 0, built_architectures());
   }
   return no_kernel_image_message(device, p.name, p.major, p.minor, built_architectures());
+}
+
+std::string current_device_description() {
+  int device = 0;
+  cudaDeviceProp p{};
+  if (cudaGetDevice(&device) != cudaSuccess || cudaGetDeviceProperties(&p, device) != cudaSuccess) {
+    cudaGetLastError();
+    return "the current GPU";
+  }
+  return "cuda:" + std::to_string(device) + " (" + p.name + ", compute capability " + std::to_string(p.major) + "." +
+         std::to_string(p.minor) + ")";
 }
 
 void check_kernel_image(int device) {

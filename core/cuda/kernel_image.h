@@ -15,6 +15,10 @@
 // - no_kernel_image_message_for(device) is that message for a device by the
 //   runtime's own properties; cuda_check.cpp appends it to the errors
 //   cudaErrorNoKernelImageForDevice and cudaErrorInvalidDeviceFunction.
+// - current_device_description() is "cuda:0 (NVIDIA T4, compute capability
+//   7.5)" for the calling thread's current device, for the cuBLAS and cuDNN
+//   errors of a call the GPU's architecture does not support; never throws
+//   ("the current GPU" when the runtime cannot say).
 #pragma once
 
 #include <string>
@@ -23,5 +27,6 @@ namespace ember::cuda::detail {
 
 void check_kernel_image(int device);
 std::string no_kernel_image_message_for(int device);
+std::string current_device_description();
 
 }  // namespace ember::cuda::detail
