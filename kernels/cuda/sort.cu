@@ -2,13 +2,18 @@
 //
 // sort: each value becomes an unsigned radix key whose unsigned order is the
 // family's order (NaN the largest key, -0.0 the key of 0.0; every key
-// complemented for descending, so ties still keep their input order), then
-// cub::DeviceSegmentedSort::StableSortPairs sorts (key, index) pairs, one
-// segment per row. 32-bit keys serve float32, the half types (as float),
-// int32 and bool; 64-bit keys float64 and int64. topk (k < n) sorts whole
-// rows into a workspace and copies the first k of each: a full sort, not a
-// selection.
+// complemented for descending, so ties still keep their input order), then a
+// stable radix sort orders (key, index) pairs within each row:
+// - 32-bit keys (float32, the half types as float, int32, bool): one
+//   cub::DeviceRadixSort over every row at once, of the 64-bit keys
+//   (row << 32 | key), so a few long rows use the whole GPU as well as many
+//   short ones do.
+// - 64-bit keys (float64, int64): cub::DeviceSegmentedSort::StableSortPairs,
+//   one segment per row.
+// topk (k < n) sorts whole rows into a workspace and copies the first k of
+// each: a full sort, not a selection.
 // searchsorted: a thread per value, binary search in its sorted row.
+#include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_segmented_sort.cuh>
 
 #include <cmath>
@@ -66,20 +71,48 @@ __global__ void __launch_bounds__(256)
   if (blockIdx.x == 0 && threadIdx.x == 0) offsets[rows] = total;
 }
 
+// 32-bit orders: the keys (row << 32 | key) and in-row indices.
 template <typename T>
-void sort_rows(const SortArgs& a) {
+__global__ void __launch_bounds__(256)
+    row_keys_kernel(const T* __restrict__ x, uint64_t* __restrict__ keys, int64_t* __restrict__ index, int64_t rows,
+                    int64_t n, bool descending) {
+  const int64_t total = rows * n;
+  for (int64_t p = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; p < total; p += int64_t(gridDim.x) * blockDim.x) {
+    const uint32_t key = radix_key(x[p]);
+    keys[p] = (uint64_t(p / n) << 32) | (descending ? ~key : key);
+    index[p] = p % n;
+  }
+}
+
+// Sorts (rows, n) into index_out (rows, n) with one radix sort of 64-bit
+// keys whose high bits are the row.
+template <typename T>
+void sort_rows_at_once(const SortArgs& a, int64_t* index_out, cudaStream_t stream) {
+  const int64_t total = a.rows * a.n;
+  Workspace keys_in = workspace_for<uint64_t>(total, a.device), keys_out = workspace_for<uint64_t>(total, a.device);
+  Workspace index_in = workspace_for<int64_t>(total, a.device);
+  row_keys_kernel<T><<<grid_size(ceil_div(total, 256)), 256, 0, stream>>>(
+      static_cast<const T*>(a.in), keys_in.as<uint64_t>(), index_in.as<int64_t>(), a.rows, a.n, a.descending);
+  EMBER_CUDA_CHECK_LAUNCH();
+  int end_bit = 32;
+  while (end_bit < 64 && (uint64_t(a.rows - 1) >> (end_bit - 32)) != 0) ++end_bit;
+  size_t temp_bytes = 0;
+  EMBER_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys_in.as<uint64_t>(), keys_out.as<uint64_t>(),
+                                                   index_in.as<int64_t>(), index_out, total, 0, end_bit, stream));
+  Workspace temp(temp_bytes, a.device);
+  EMBER_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.data(), temp_bytes, keys_in.as<uint64_t>(),
+                                                   keys_out.as<uint64_t>(), index_in.as<int64_t>(), index_out, total, 0,
+                                                   end_bit, stream));
+}
+
+// Sorts (rows, n) into index_out (rows, n), a segment per row.
+template <typename T>
+void sort_segments(const SortArgs& a, int64_t* index_out, cudaStream_t stream) {
   using K = radix_key_t<T>;
-  cudaStream_t stream = current_stream(a.device).handle();
   const int64_t total = a.rows * a.n;
   Workspace keys_in = workspace_for<K>(total, a.device), keys_out = workspace_for<K>(total, a.device);
   Workspace index_in = workspace_for<int64_t>(total, a.device);
   Workspace offsets = workspace_for<int64_t>(a.rows + 1, a.device);
-  Workspace sorted_index;  // whole rows, when only k of them are kept
-  int64_t* index_out = a.out;
-  if (a.k < a.n) {
-    sorted_index = workspace_for<int64_t>(total, a.device);
-    index_out = sorted_index.as<int64_t>();
-  }
   radix_keys_kernel<T><<<grid_size(ceil_div(total, 256)), 256, 0, stream>>>(
       static_cast<const T*>(a.in), keys_in.as<K>(), index_in.as<int64_t>(), offsets.as<int64_t>(), a.rows, a.n,
       a.descending);
@@ -93,6 +126,19 @@ void sort_rows(const SortArgs& a) {
   EMBER_CUDA_CHECK(cub::DeviceSegmentedSort::StableSortPairs(temp.data(), temp_bytes, keys_in.as<K>(), keys_out.as<K>(),
                                                              index_in.as<int64_t>(), index_out, total, a.rows, begin,
                                                              begin + 1, stream));
+}
+
+template <typename T>
+void sort_rows(const SortArgs& a) {
+  cudaStream_t stream = current_stream(a.device).handle();
+  Workspace sorted_index;  // whole rows, when only k of them are kept
+  int64_t* index_out = a.out;
+  if (a.k < a.n) {
+    sorted_index = workspace_for<int64_t>(a.rows * a.n, a.device);
+    index_out = sorted_index.as<int64_t>();
+  }
+  if constexpr (sizeof(radix_key_t<T>) == 4) sort_rows_at_once<T>(a, index_out, stream);
+  else sort_segments<T>(a, index_out, stream);
   if (a.k < a.n) {
     EMBER_CUDA_CHECK(cudaMemcpy2DAsync(a.out, size_t(a.k) * sizeof(int64_t), index_out, size_t(a.n) * sizeof(int64_t),
                                        size_t(a.k) * sizeof(int64_t), size_t(a.rows), cudaMemcpyDeviceToDevice,

@@ -22,10 +22,13 @@ Tensor normal(const Shape& shape, DType dtype, uint64_t seed) {
 // The GPU adds a row in another order (a tree within each chunk) than the
 // CPU (in order). The rounding error of a running sum scales with the
 // partial sums, which grow as sqrt(n) for randn values, not with the output
-// element, which can be near 0: float32's absolute tolerance grows as
-// sqrt(n) (1.3e-4 seen at n = 65537 on an H100).
+// element, which can be near 0, and the CPU's in-order float32 sum drifts
+// further as n grows: float32's absolute tolerance grows as sqrt(n), then
+// as n (H100: 1.5e-5 at n = 511, 6.7e-4 at n = 65537).
 testing::Tolerance tolerance(DType dt, int64_t n) {
-  if (dt == DType::Float32) return {n > 1024 ? 1e-4 : 1e-5, std::max(1e-5, 2e-6 * std::sqrt(double(n)))};
+  if (dt == DType::Float32) {
+    return {n > 1024 ? 1e-4 : 1e-5, std::max({1e-5, 2e-6 * std::sqrt(double(n)), 3e-8 * double(n)})};
+  }
   if (dtype_size(dt) == 2 && n > 256) return {4e-2, 4e-2};
   return testing::tolerance_for(dt);
 }
