@@ -1,6 +1,9 @@
 #!/bin/sh
 # The ctest checks of ember-run (tests/CMakeLists.txt and examples/CMakeLists.txt
-# register them). The ranks are small sh scripts, except in `demo`.
+# register them). The ranks are small sh scripts, except in `demo`. ember-run
+# serves a store on its port, and ctest runs these checks in parallel, so
+# every launch that does not test the port itself takes --standalone's free
+# one.
 #
 #   launcher_check.sh output     EMBER_RUN
 #       Each rank's variables (one and two nodes), its stdout and stderr lines
@@ -99,7 +102,7 @@ case "$mode" in
     dir=$3
     fresh_dir "$dir"
     start=$(date +%s)
-    "$run" --nproc-per-node 3 --grace-period 2 sh -c '
+    "$run" --standalone --nproc-per-node 3 --grace-period 2 sh -c '
       echo $$ > '"$dir"'/rank$RANK.pid
       case $RANK in
         0) trap "" TERM; sleep 30 ;;
@@ -124,7 +127,7 @@ case "$mode" in
   signal)
     dir=$3
     fresh_dir "$dir"
-    "$run" --nproc-per-node 2 sh -c 'echo $$ > '"$dir"'/rank$RANK.pid; sleep 30 & echo $! > '"$dir"'/child$RANK.pid; wait' &
+    "$run" --standalone --nproc-per-node 2 sh -c 'echo $$ > '"$dir"'/rank$RANK.pid; sleep 30 & echo $! > '"$dir"'/child$RANK.pid; wait' &
     launcher=$!
     for i in 1 2 3 4 5 6 7 8 9 10; do
       [ -f "$dir/child0.pid" ] && [ -f "$dir/child1.pid" ] && break
@@ -135,7 +138,7 @@ case "$mode" in
     rc=$?
     [ $rc -eq 143 ] || fail "exit status $rc after SIGTERM, expected 143"
     none_alive "$dir"/rank0.pid "$dir"/rank1.pid "$dir"/child0.pid "$dir"/child1.pid
-    "$run" --nproc-per-node 2 sh -c 'if [ $RANK = 0 ]; then kill -SEGV $$; fi; sleep 30'
+    "$run" --standalone --nproc-per-node 2 sh -c 'if [ $RANK = 0 ]; then kill -SEGV $$; fi; sleep 30'
     rc=$?
     [ $rc -eq 139 ] || fail "exit status $rc for a rank killed by SIGSEGV, expected 139"
     echo "PASS: SIGTERM forwarded (143), a rank's signal propagated (139), nothing left"
@@ -171,12 +174,12 @@ case "$mode" in
     expect_usage "--grace-period takes seconds" --grace-period -1 true
     out=$("$run" --help) || fail "--help exited with status $?"
     echo "$out" | grep -q "usage: ember-run" || fail "--help printed no usage"
-    out=$("$run" --nproc-per-node 1 /nonexistent/program 2>&1)
+    out=$("$run" --standalone --nproc-per-node 1 /nonexistent/program 2>&1)
     rc=$?
     [ $rc -eq 127 ] || fail "a missing program gave status $rc, expected 127"
     echo "$out" | grep -q "\[rank 0\] ember-run: cannot execute '/nonexistent/program'" || fail "no exec error: $out"
     # Everything after the program is the program's, options included.
-    out=$("$run" --nproc-per-node 1 echo --nproc-per-node 7) || fail "exit status $?"
+    out=$("$run" --standalone --nproc-per-node 1 echo --nproc-per-node 7) || fail "exit status $?"
     [ "$out" = "[rank 0] --nproc-per-node 7" ] || fail "the program's arguments were not passed on: $out"
     echo "PASS: usage errors"
     ;;
@@ -194,7 +197,7 @@ case "$mode" in
     for r in 0 1 2; do
       echo "$out" | grep -qx "\[rank $r\] rank $r: done" || fail "rank $r did not finish"
     done
-    out=$("$run" --standalone --nproc-per-node 3 --grace-period 1 "$demo" --steps 20 --fail-rank 1 --fail-step 2 \
+    out=$("$run" --standalone --nproc-per-node 3 --grace-period 1 "$demo" --steps 21 --fail-rank 1 --fail-step 2 \
       --timeout-ms 5000 2>&1)
     rc=$?
     echo "$out"
@@ -202,7 +205,7 @@ case "$mode" in
     echo "$out" | grep -q "\[rank 1\] rank 1: simulating a crash at step 2" || fail "rank 1 did not crash"
     echo "$out" | grep -q "rank [0-9]: done" && fail "a rank finished although rank 1 crashed at step 2"
     for cmdline in /proc/[0-9]*/cmdline; do
-      tr '\0' ' ' <"$cmdline" 2>/dev/null | grep -q "^$demo --steps 20 " && fail "a rank of the crashed job is still running"
+      tr '\0' ' ' <"$cmdline" 2>/dev/null | grep -q "^$demo --steps 21 " && fail "a rank of the crashed job is still running"
     done
     echo "PASS: the demo runs under ember-run; a crash fails the job (status $rc)"
     ;;
