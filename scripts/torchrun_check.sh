@@ -49,8 +49,9 @@ run_case() {
   if [ $rc -ne 0 ]; then
     status="FAILED (exit $rc)"
     failed=1
-    echo "---- $name under torchrun $rdzv: exit $rc; its last lines:"
-    tail -25 "$log/$name.$mode"
+    echo "---- $name under torchrun $rdzv: exit $rc; ember's lines, then torchrun's last ones:"
+    grep -v "^\s*File \|^\s*\^\|^\s*raise \|^\s*return \|site-packages" "$log/$name.$mode" | grep -iE "ember|error|rank" | head -20
+    tail -8 "$log/$name.$mode"
   elif ! grep -q "test accuracy: " "$log/$name.$mode"; then
     status="FAILED (no test accuracy printed)"
     failed=1

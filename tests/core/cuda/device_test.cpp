@@ -41,10 +41,15 @@ TEST(CudaDevice, InvalidIdNamesTheVisibleRange) {
     set_device(n);
     FAIL() << "set_device(" << n << ") did not throw";
   } catch (const Error& e) {
-    const std::string expected = "Invalid device id " + std::to_string(n) + ": " + std::to_string(n) +
-                                 " CUDA devices are visible (CUDA_VISIBLE_DEVICES=" + visible_devices_env() +
-                                 "); use ids in [0, " + std::to_string(n - 1) + "]";
-    EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    // "Invalid device id 1: 1 CUDA device is visible (CUDA_VISIBLE_DEVICES is
+    // unset, so logical ids 0 are physical GPUs 0); use id 0"
+    const std::string what = e.what();
+    const std::string count =
+        std::to_string(n) + (n == 1 ? " CUDA device is visible (" : " CUDA devices are visible (");
+    const std::string use = n == 1 ? "); use id 0" : "); use ids in [0, " + std::to_string(n - 1) + "]";
+    EXPECT_NE(what.find("Invalid device id " + std::to_string(n) + ": " + count), std::string::npos) << what;
+    EXPECT_NE(what.find("CUDA_VISIBLE_DEVICES"), std::string::npos) << what;
+    EXPECT_NE(what.find(use), std::string::npos) << what;
   }
   EXPECT_THROW(DeviceGuard guard(-2), Error);
   EXPECT_THROW(Storage(16, cuda_device(n)), Error);
