@@ -116,6 +116,14 @@ const std::vector<int64_t>& odd_sizes() {
   return sizes;
 }
 
+Tensor random_values(const Shape& shape, DType dtype, uint64_t seed) {
+  Generator g(seed);
+  Tensor x = randn(shape, DType::Float32, kCPU, &g);
+  if (dtype == DType::Bool) return x > 0;
+  if (is_integral(dtype)) return (x * 50.0).to(dtype);
+  return x.to(dtype);
+}
+
 Tensor channels_last_output(const Tensor& y) {
   EXPECT_EQ(y.suggest_memory_format(), MemoryFormat::ChannelsLast) << "on " << y.device();
   return y;

@@ -51,4 +51,12 @@ Tensor channels_last_output(const Tensor& y);
 // Sizes every elementwise kernel is tested at: 1, 7, 1023, 1025, 65537.
 const std::vector<int64_t>& odd_sizes();
 
+// Every dtype a kernel that moves or selects values must take.
+inline constexpr DType kAllDtypes[] = {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16,
+                                       DType::Int32,   DType::Int64,   DType::Bool};
+
+// Random CPU data of any dtype from `seed`: randn for floating types, about
+// +-100 for integers, half true for bool.
+Tensor random_values(const Shape& shape, DType dtype, uint64_t seed);
+
 }  // namespace ember::testing

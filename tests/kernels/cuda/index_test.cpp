@@ -28,22 +28,13 @@ namespace {
 using testing::error_of;
 
 using testing::cuda_matches_cpu;
+using testing::kAllDtypes;
 using testing::odd_sizes;
+using testing::random_values;
 using testing::Tolerance;
 
-const DType kAllTypes[] = {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16,
-                           DType::Int32,   DType::Int64,   DType::Bool};
 const DType kFloatTypes[] = {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16};
 const DType kIndexTypes[] = {DType::Int64, DType::Int32};
-
-// Random data of any dtype: randn for floats, about +-100 for integers, half true for bool.
-Tensor random_values(const Shape& shape, DType dtype, uint64_t seed) {
-  Generator g(seed);
-  Tensor x = randn(shape, DType::Float32, kCPU, &g);
-  if (dtype == DType::Bool) return x > 0;
-  if (is_integral(dtype)) return (x * 50.0).to(dtype);
-  return x.to(dtype);
-}
 
 Tensor random_index(int64_t high, const Shape& shape, DType dtype, uint64_t seed) {
   Generator g(seed);
@@ -67,7 +58,7 @@ std::string what(DType dt, DType it) { return std::string(dtype_name(dt)) + " in
 
 TEST(CudaIndex, IndexSelectEveryDtypeDimAndIndexType) {
   EMBER_REQUIRE_CUDA();
-  for (DType dt : kAllTypes) {
+  for (DType dt : kAllDtypes) {
     Tensor x = random_values({5, 6, 7}, dt, 1);
     for (DType it : kIndexTypes) {
       for (int64_t dim : {0, 1, 2, -1}) {
@@ -136,7 +127,7 @@ TEST(CudaIndex, IndexSelectGradientsAddRepeatedRows) {
 
 TEST(CudaIndex, GatherEveryDtypeDimAndIndexType) {
   EMBER_REQUIRE_CUDA();
-  for (DType dt : kAllTypes) {
+  for (DType dt : kAllDtypes) {
     Tensor x = random_values({5, 6, 7}, dt, 5);
     for (DType it : kIndexTypes) {
       for (int64_t dim = 0; dim < 3; ++dim) {
@@ -191,7 +182,7 @@ TEST(CudaIndex, GatherOddSizesAndGradients) {
 
 TEST(CudaIndex, ScatterAddEveryDtypeDimAndIndexType) {
   EMBER_REQUIRE_CUDA();
-  for (DType dt : kAllTypes) {
+  for (DType dt : kAllDtypes) {
     Tensor x = random_values({5, 6, 7}, dt, 12);
     Tensor src = random_values({6, 7, 8}, dt, 13);  // larger than the index: only the front is used
     for (DType it : kIndexTypes) {
@@ -222,7 +213,7 @@ TEST(CudaIndex, ScatterAddEveryDtypeDimAndIndexType) {
 TEST(CudaIndex, ScatterAddOddSizes) {
   EMBER_REQUIRE_CUDA();
   for (int64_t n : odd_sizes()) {
-    for (DType dt : kAllTypes) {
+    for (DType dt : kAllDtypes) {
       Tensor x = random_values({n}, dt, uint64_t(n));
       Tensor src = random_values({n}, dt, uint64_t(n) + 1);
       Tensor idx = random_index(n, {n}, DType::Int64, uint64_t(n) + 2);
@@ -242,7 +233,7 @@ TEST(CudaIndex, ScatterAddOddSizes) {
 // whatever order the atomics land in.
 TEST(CudaIndex, ScatterAddHeavyContentionIsExactOnIntegerValuedData) {
   EMBER_REQUIRE_CUDA();
-  for (DType dt : kAllTypes) {
+  for (DType dt : kAllDtypes) {
     if (dt == DType::Bool) continue;
     const bool narrow_float = dt == DType::Float16 || dt == DType::BFloat16;
     const int64_t n = narrow_float ? 1025 : 65537;  // keeps the 16-bit sums below 256
@@ -309,7 +300,7 @@ TEST(CudaIndex, EmbeddingRowPathsAndFallbacksWithGradients) {
 
 TEST(CudaIndex, EmbeddingEveryDtypeForward) {
   EMBER_REQUIRE_CUDA();
-  for (DType dt : kAllTypes) {
+  for (DType dt : kAllDtypes) {
     for (int64_t d : {3, 16}) {
       Tensor w = random_values({20, d}, dt, 40);
       Tensor idx = random_index(20, {5, 7}, DType::Int32, 41);
@@ -481,7 +472,7 @@ TEST(CudaIndex, TheIndexCheckDoesNotWaitForTheGpu) {
 
 TEST(CudaIndex, CatAndStackEveryDtypeAndDim) {
   EMBER_REQUIRE_CUDA();
-  for (DType dt : kAllTypes) {
+  for (DType dt : kAllDtypes) {
     Tensor a = random_values({3, 5, 4}, dt, 70), b = random_values({3, 5, 4}, dt, 71);
     Tensor c = random_values({4, 5, 3}, dt, 72);
     for (int64_t dim : {0, 1, 2, -1}) {

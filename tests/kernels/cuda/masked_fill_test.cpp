@@ -11,21 +11,12 @@ namespace ember {
 namespace {
 
 using testing::cuda_matches_cpu;
-
-const DType kAllTypes[] = {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16,
-                           DType::Int32,   DType::Int64,   DType::Bool};
-
-Tensor random_values(const Shape& shape, DType dtype, uint64_t seed) {
-  Generator g(seed);
-  Tensor x = randn(shape, DType::Float32, kCPU, &g);
-  if (dtype == DType::Bool) return x > 0;
-  if (is_integral(dtype)) return (x * 50.0).to(dtype);
-  return x.to(dtype);
-}
+using testing::kAllDtypes;
+using testing::random_values;
 
 TEST(CudaMaskedFill, EveryDtypeAndBroadcast) {
   EMBER_REQUIRE_CUDA();
-  for (DType dt : kAllTypes) {
+  for (DType dt : kAllDtypes) {
     for (int64_t n : testing::odd_sizes()) {
       if (n > 1025) continue;
       Tensor x = random_values({3, n}, dt, uint64_t(n));

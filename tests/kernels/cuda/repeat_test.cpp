@@ -9,21 +9,12 @@ namespace ember {
 namespace {
 
 using testing::cuda_matches_cpu;
-
-const DType kAllTypes[] = {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16,
-                           DType::Int32,   DType::Int64,   DType::Bool};
-
-Tensor random_values(const Shape& shape, DType dtype, uint64_t seed) {
-  Generator g(seed);
-  Tensor x = randn(shape, DType::Float32, kCPU, &g);
-  if (dtype == DType::Bool) return x > 0;
-  if (is_integral(dtype)) return (x * 50.0).to(dtype);
-  return x.to(dtype);
-}
+using testing::kAllDtypes;
+using testing::random_values;
 
 TEST(CudaRepeat, EveryDtypeAndLayout) {
   EMBER_REQUIRE_CUDA();
-  for (DType dt : kAllTypes) {
+  for (DType dt : kAllDtypes) {
     Tensor x = random_values({5, 7, 3}, dt, 1);
     EXPECT_TRUE(cuda_matches_cpu(
         [](const TensorList& in) {

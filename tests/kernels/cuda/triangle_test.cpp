@@ -10,22 +10,13 @@ namespace ember {
 namespace {
 
 using testing::cuda_matches_cpu;
-
-const DType kAllTypes[] = {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16,
-                           DType::Int32,   DType::Int64,   DType::Bool};
-
-Tensor random_values(const Shape& shape, DType dtype, uint64_t seed) {
-  Generator g(seed);
-  Tensor x = randn(shape, DType::Float32, kCPU, &g);
-  if (dtype == DType::Bool) return x > 0;
-  if (is_integral(dtype)) return (x * 50.0).to(dtype);
-  return x.to(dtype);
-}
+using testing::kAllDtypes;
+using testing::random_values;
 
 TEST(CudaTriangle, EveryDtypeShapeAndDiagonal) {
   EMBER_REQUIRE_CUDA();
   const Shape shapes[] = {{1, 1}, {7, 7}, {33, 65}, {65, 33}, {3, 2, 17, 19}, {1023, 5}, {1, 1025}};
-  for (DType dt : kAllTypes) {
+  for (DType dt : kAllDtypes) {
     for (const Shape& s : shapes) {
       Tensor x = random_values(s, dt, uint64_t(s.back()));
       for (int64_t diagonal : {-1000, -5, -1, 0, 1, 7, 1000}) {
