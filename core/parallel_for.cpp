@@ -6,7 +6,10 @@
 // the caller and the woken workers claim chunks from one atomic counter.
 // Workers join and leave a region under the mutex, and the caller returns
 // only when no worker is inside it, so a late worker never sees a finished
-// region's function. The pool is leaked on purpose (workers blocked at exit
+// region's function. Between regions a worker spins for up to kSpin on
+// the generation number before it sleeps, and the caller spins the same way
+// on the workers' leaving, so back-to-back regions (a training step's ops)
+// do not pay a futex wake-up each. The pool is leaked on purpose (workers blocked at exit
 // must not be joined by a static destructor), and a forked child starts a
 // fresh one, as the parent's workers do not exist there.
 #include "core/parallel_for.h"
@@ -15,6 +18,7 @@
 #include <sched.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
@@ -28,6 +32,21 @@ namespace ember {
 namespace {
 
 thread_local bool t_in_region = false;
+
+constexpr std::chrono::microseconds kSpin{50};
+
+// Spins until done() or kSpin has passed; true when done() became true.
+template <typename Done>
+bool spin_until(Done&& done) {
+  const auto deadline = std::chrono::steady_clock::now() + kSpin;
+  for (int i = 0;; ++i) {
+    if (done()) return true;
+    if ((i & 63) == 63 && std::chrono::steady_clock::now() > deadline) return false;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+}
 
 // A positive thread count from an environment variable; 0 when unset. Only
 // OMP_NUM_THREADS may be a list (one count per nesting level): its first entry counts.
@@ -78,16 +97,17 @@ class Pool {
       n_chunks_ = n_chunks;
       next_.store(0, std::memory_order_relaxed);
       error_ = nullptr;
-      ++generation_;
+      generation_.fetch_add(1, std::memory_order_release);
     }
     wake_.notify_all();
     t_in_region = true;
     work(chunk, n_chunks);
     t_in_region = false;
     std::exception_ptr error;
+    spin_until([&] { return inside_.load(std::memory_order_acquire) == 0; });
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      done_.wait(lock, [&] { return inside_ == 0; });
+      done_.wait(lock, [&] { return inside_.load(std::memory_order_relaxed) == 0; });
       chunk_ = nullptr;
       error = std::exchange(error_, nullptr);
     }
@@ -113,17 +133,22 @@ class Pool {
     uint64_t seen = 0;
     std::unique_lock<std::mutex> lock(mutex_);
     for (;;) {
-      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      if (!stop_) {
+        lock.unlock();
+        spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; });
+        lock.lock();
+      }
+      wake_.wait(lock, [&] { return stop_ || generation_.load(std::memory_order_relaxed) != seen; });
       if (stop_) return;
-      seen = generation_;
+      seen = generation_.load(std::memory_order_relaxed);
       if (chunk_ == nullptr) continue;  // that region already ended
       const std::function<void(int64_t)>& chunk = *chunk_;
       const int64_t n_chunks = n_chunks_;
-      ++inside_;
+      inside_.fetch_add(1, std::memory_order_relaxed);
       lock.unlock();
       work(chunk, n_chunks);
       lock.lock();
-      if (--inside_ == 0) done_.notify_one();
+      if (inside_.fetch_sub(1, std::memory_order_release) == 1) done_.notify_one();
     }
   }
 
@@ -142,14 +167,14 @@ class Pool {
   }
 
   std::mutex region_mutex_;  // held by the caller of the running region
-  std::mutex mutex_;         // guards everything below but next_
+  std::mutex mutex_;         // guards everything below but next_ (see generation_, inside_)
   std::condition_variable wake_, done_;
   std::vector<std::thread> workers_;
   const std::function<void(int64_t)>* chunk_ = nullptr;
   int64_t n_chunks_ = 0;
   std::atomic<int64_t> next_{0};
-  uint64_t generation_ = 0;
-  int inside_ = 0;  // workers inside the current region
+  std::atomic<uint64_t> generation_{0};  // changed under mutex_, spun on without it
+  std::atomic<int> inside_{0};           // workers inside the current region; likewise
   std::exception_ptr error_;
   bool stop_ = false;
 };

@@ -1,5 +1,9 @@
-// CPU dropout kernel (contract in core/ops/dropout_kernels.h).
+// CPU dropout kernel (contract in core/ops/dropout_kernels.h). Element i's
+// mask comes from Philox at offset + i, so the elements split over threads
+// (core/parallel_for.h) with the result of one thread; a Philox draw costs
+// tens of operations, hence the smaller grain.
 #include "core/ops/dropout_kernels.h"
+#include "core/parallel_for.h"
 #include "core/philox.h"
 #include "kernels/acc_type.h"
 
@@ -10,10 +14,12 @@ void dropout_kernel(const DropoutArgs& a) {
   EMBER_DISPATCH_FLOAT(a.dtype, "dropout", [&]<typename T>() {
     const T* in = static_cast<const T*>(a.in);
     T* out = static_cast<T*>(a.out);
-    for (int64_t i = 0; i < a.n; ++i) {
-      bool keep = philox::uniform(philox::generate(a.state.seed, a.state.offset + uint64_t(i)).x) >= float(a.p);
-      out[i] = keep ? T(acc_t<T>(acc_t<T>(in[i]) * acc_t<T>(a.scale))) : T(0.0f);
-    }
+    parallel_for(0, a.n, kCpuGrain / 8, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        bool keep = philox::uniform(philox::generate(a.state.seed, a.state.offset + uint64_t(i)).x) >= float(a.p);
+        out[i] = keep ? T(acc_t<T>(acc_t<T>(in[i]) * acc_t<T>(a.scale))) : T(0.0f);
+      }
+    });
   });
 }
 

@@ -1,16 +1,24 @@
 // CPU kernels of the fused optimizer steps, multi-tensor norm and scale
 // (contract in core/ops/optimizer_kernels.h): plain loops over each tensor, with
-// the formulas of kernels/optim_math.h.
+// the formulas of kernels/optim_math.h. The element loops of the steps and
+// of scale split over threads (core/parallel_for.h); each element's update
+// is the same as on one thread. The norm's partials are per kOptimChunk and
+// stay on one thread, so their order is fixed.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "core/ops/optimizer_kernels.h"
+#include "core/parallel_for.h"
 #include "kernels/acc_type.h"
 #include "kernels/optim_math.h"
 
 namespace ember::cpu {
 namespace {
+
+// An optimizer's per-element update costs tens of operations: a smaller
+// grain than an elementwise op's.
+constexpr int64_t kStepGrain = kCpuGrain / 4;
 
 using optim::AdamHyper;
 using optim::FusedStepArgs;
@@ -49,12 +57,14 @@ void sgd_typed(const FusedStepArgs& a, const SGDHyper& h) {
     const T* g = static_cast<const T*>(f.grad);
     A* buf = static_cast<A*>(f.state[0]);
     const bool first = f.step != nullptr && *f.step == 0;
-    A unused = 0;
-    for (int64_t i = 0; i < f.numel; ++i) {
-      A pv = A(acc_t<T>(p[i]));
-      optim_math::sgd_element<A>(c, pv, A(acc_t<T>(g[i])) * factor, buf ? buf[i] : unused, first);
-      p[i] = T(pv);
-    }
+    parallel_for(0, f.numel, kStepGrain, [&](int64_t begin, int64_t end) {
+      A unused = 0;
+      for (int64_t i = begin; i < end; ++i) {
+        A pv = A(acc_t<T>(p[i]));
+        optim_math::sgd_element<A>(c, pv, A(acc_t<T>(g[i])) * factor, buf ? buf[i] : unused, first);
+        p[i] = T(pv);
+      }
+    });
     write_low_copy(a, f);
     if (f.step != nullptr) ++*f.step;
   }
@@ -73,12 +83,14 @@ void adam_typed(const FusedStepArgs& a, const AdamHyper& h) {
     A* m = static_cast<A*>(f.state[0]);
     A* v = static_cast<A*>(f.state[1]);
     A* vmax = static_cast<A*>(f.state[2]);
-    A unused = 0;
-    for (int64_t i = 0; i < f.numel; ++i) {
-      A pv = A(acc_t<T>(p[i]));
-      optim_math::adam_element<A>(c, pv, A(acc_t<T>(g[i])) * factor, m[i], v[i], vmax ? vmax[i] : unused);
-      p[i] = T(pv);
-    }
+    parallel_for(0, f.numel, kStepGrain, [&](int64_t begin, int64_t end) {
+      A unused = 0;
+      for (int64_t i = begin; i < end; ++i) {
+        A pv = A(acc_t<T>(p[i]));
+        optim_math::adam_element<A>(c, pv, A(acc_t<T>(g[i])) * factor, m[i], v[i], vmax ? vmax[i] : unused);
+        p[i] = T(pv);
+      }
+    });
     write_low_copy(a, f);
     ++*f.step;
   }
@@ -125,7 +137,9 @@ void scale(const MultiTensorArgs& a, const void* scale_ptr) {
     const A s = *static_cast<const A*>(scale_ptr);
     for (int64_t t = 0; t < a.count; ++t) {
       T* x = static_cast<T*>(a.tensors[t].param);
-      for (int64_t i = 0; i < a.tensors[t].numel; ++i) x[i] = T(A(acc_t<T>(x[i])) * s);
+      parallel_for(0, a.tensors[t].numel, kCpuGrain, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) x[i] = T(A(acc_t<T>(x[i])) * s);
+      });
     }
   });
 }

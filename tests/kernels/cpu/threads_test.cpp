@@ -119,6 +119,25 @@ TEST(CpuThreads, MatmulLinearAndTheirGradients) {
   });
 }
 
+TEST(CpuThreads, DropoutAdamAndSgdSteps) {
+  const Tensor x = random({300, 257}, 20), w0 = random({400, 300}, 21);
+  expect_same_across_threads([&] {
+    Generator gen(3);
+    Tensor w = w0.clone().set_requires_grad(), u = w0.clone().set_requires_grad();
+    optim::Adam adam({w});
+    optim::SGD sgd({u}, optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
+    for (int step = 0; step < 3; ++step) {
+      adam.zero_grad();
+      sgd.zero_grad();
+      sum(square(w)).backward();
+      sum(square(u)).backward();
+      adam.step();
+      sgd.step();
+    }
+    return std::vector<Tensor>{dropout(x, 0.3, true, &gen), w.detach(), u.detach()};
+  });
+}
+
 TEST(CpuThreads, ConvBatchNormPoolSoftmaxLayerNormCrossEntropy) {
   const Tensor img = random({8, 3, 28, 28}, 15), kernel = random({16, 3, 3, 3}, 16), kb = random({16}, 17);
   const Tensor logits = random({512, 100}, 18);
