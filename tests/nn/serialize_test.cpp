@@ -13,6 +13,7 @@
 #include "ember.h"
 #include "examples/train/models.h"
 #include "support/error_message.h"
+#include "support/temp_dir.h"
 
 namespace ember {
 namespace {
@@ -21,18 +22,7 @@ namespace fs = std::filesystem;
 using testing::error_of;
 using ::testing::HasSubstr;
 
-class SerializeFiles : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("ember_serialize_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  fs::path dir_;
-};
+using SerializeFiles = testing::TempDirTest;
 
 TEST_F(SerializeFiles, WritesPyTorchsStateDictNamesAndDtypes) {
   manual_seed(0);

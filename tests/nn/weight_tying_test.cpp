@@ -11,6 +11,7 @@
 #include "ember.h"
 #include "support/cuda_compare.h"
 #include "support/error_message.h"
+#include "support/temp_dir.h"
 
 namespace ember {
 namespace {
@@ -141,18 +142,7 @@ TEST(WeightTying, ToCudaKeepsTheTie) {
   EXPECT_FALSE(same_values(before, m->tok->weight));
 }
 
-class TiedFiles : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("ember_tying_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  fs::path dir_;
-};
+using TiedFiles = testing::TempDirTest;
 
 // As safetensors.torch.save_model: the first name in byte order is kept,
 // the other is recorded in the metadata.
