@@ -25,9 +25,9 @@
 #include <string>
 
 #include "benchmarks/bench_util.h"
-#include "ember.h"
+#include "ember/ember.h"
 #if EMBER_WITH_CUDA
-#include "core/cuda/caching_allocator.h"
+#include "ember/core/cuda/caching_allocator.h"
 #endif
 
 namespace {

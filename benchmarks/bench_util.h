@@ -39,10 +39,10 @@
 #include <string>
 #include <vector>
 
-#include "ember.h"
+#include "ember/ember.h"
 #if EMBER_WITH_CUDA
-#include "core/cuda/event.h"
-#include "core/cuda/stream.h"
+#include "ember/core/cuda/event.h"
+#include "ember/core/cuda/stream.h"
 #endif
 
 namespace ember::bench {

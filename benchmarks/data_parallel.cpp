@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "benchmarks/bench_util.h"
-#include "ember.h"
+#include "ember/ember.h"
 #include "examples/train/models.h"
 
 namespace {

@@ -60,9 +60,9 @@
 #include "benchmarks/bench_util.h"
 #include "benchmarks/dp_vs_ddp/rows.h"
 #include "benchmarks/dp_vs_ddp/workload.h"
-#include "ember.h"
+#include "ember/ember.h"
 #if EMBER_WITH_CUDA
-#include "core/cuda/caching_allocator.h"
+#include "ember/core/cuda/caching_allocator.h"
 #endif
 
 namespace {

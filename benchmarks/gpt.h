@@ -30,7 +30,7 @@
 #include <memory>
 #include <string>
 
-#include "ember.h"
+#include "ember/ember.h"
 
 namespace ember::bench {
 

@@ -45,11 +45,11 @@
 #include <string>
 #include <vector>
 
-#include "ember.h"
+#include "ember/ember.h"
 #if EMBER_WITH_CUDA
 #include "benchmarks/launch_floor.h"
-#include "core/cuda/device.h"
-#include "core/cuda/stream.h"
+#include "ember/core/cuda/device.h"
+#include "ember/core/cuda/stream.h"
 #endif
 
 namespace {

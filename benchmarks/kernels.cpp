@@ -14,15 +14,15 @@
 #include <string>
 #include <vector>
 
-#include "ember.h"
+#include "ember/ember.h"
 
 #if defined(EMBER_WITH_CUDA)
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
-#include "core/cuda/device.h"
-#include "core/cuda/event.h"
-#include "core/cuda/stream.h"
+#include "ember/core/cuda/device.h"
+#include "ember/core/cuda/event.h"
+#include "ember/core/cuda/stream.h"
 
 using namespace ember;
 

@@ -3,7 +3,7 @@
 
 #include <cuda_runtime.h>
 
-#include "core/cuda/cuda_check.h"
+#include "ember/core/cuda/cuda_check.h"
 
 namespace ember::bench {
 namespace {

@@ -1,6 +1,6 @@
 // benchmarks/softmax_paths: every CUDA softmax kernel timed against the
 // others on one shape, forward and backward, as llm.c's dev/cuda harness
-// times a kernel's versions. Each path is forced (kernels/cuda/softmax_path.h);
+// times a kernel's versions. Each path is forced (ember/kernels/cuda/softmax_path.h);
 // "auto" is the shape's own choice, so the table shows whether the choice
 // is the fastest path. A path that cannot take a shape prints "-".
 //
@@ -15,16 +15,16 @@
 #include <string>
 #include <vector>
 
-#include "ember.h"
+#include "ember/ember.h"
 
 #if defined(EMBER_WITH_CUDA)
 #include <cuda_runtime_api.h>
 
 #include "benchmarks/bench_util.h"
-#include "core/cuda/device.h"
-#include "core/cuda/stream.h"
-#include "core/ops/softmax_kernels.h"
-#include "kernels/cuda/softmax_path.h"
+#include "ember/core/cuda/device.h"
+#include "ember/core/cuda/stream.h"
+#include "ember/core/ops/softmax_kernels.h"
+#include "ember/kernels/cuda/softmax_path.h"
 
 using namespace ember;
 

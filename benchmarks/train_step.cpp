@@ -60,13 +60,13 @@
 #include <vector>
 
 #include "benchmarks/bench_util.h"
-#include "ember.h"
+#include "ember/ember.h"
 #include "examples/train/models.h"
-#include "optim/optim.h"
+#include "ember/optim/optim.h"
 #if EMBER_WITH_CUDA
-#include "core/cuda/caching_allocator.h"
-#include "core/cuda/device.h"
-#include "core/cuda/graph.h"
+#include "ember/core/cuda/caching_allocator.h"
+#include "ember/core/cuda/device.h"
+#include "ember/core/cuda/graph.h"
 #endif
 
 namespace {

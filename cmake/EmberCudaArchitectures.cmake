@@ -5,7 +5,7 @@
 # - GPUs visible to nvidia-smi on the building machine: their compute
 #   capabilities, as numbers (8.6 -> 86) rather than CMake's word "native",
 #   so that the build knows its own list (the runtime check of
-#   core/cuda/architectures.h names it when a GPU has no kernel image);
+#   ember/core/cuda/architectures.h names it when a GPU has no kernel image);
 # - no GPU (a CI machine, a container without one): EMBER_DEFAULT_CUDA_ARCHITECTURES,
 #   SASS for the Turing, Ampere, Ada and Hopper GPUs users run, and PTX of the
 #   newest ("90" = 90-real + 90-virtual) that the driver compiles for later

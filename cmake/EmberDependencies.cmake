@@ -60,7 +60,7 @@ if(EMBER_WITH_CUDA)
 endif()
 
 # Gloo: the CPU collectives of parallel/'s "gloo" backend. ON when found;
-# asked for but missing is an error; OFF leaves parallel/distributed/backend/gloo_process_group.cpp
+# asked for but missing is an error; OFF leaves ember/parallel/distributed/backend/gloo_process_group.cpp
 # out of the build (init_process_group("gloo") then says how to get it).
 find_package(Gloo CONFIG QUIET)
 if(TARGET gloo)

@@ -14,8 +14,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "ember.h"
-#include "parallel/distributed/init.h"
+#include "ember/ember.h"
+#include "ember/parallel/distributed/init.h"
 
 int main(int argc, char** argv) {
   using namespace ember;

@@ -38,11 +38,11 @@
 #include <optional>
 #include <vector>
 
-#include "core/generator.h"
-#include "data/data_loader.h"
-#include "data/distributed_sampler.h"
-#include "data/mnist.h"
-#include "data/subset.h"
+#include "ember/core/generator.h"
+#include "ember/data/data_loader.h"
+#include "ember/data/distributed_sampler.h"
+#include "ember/data/mnist.h"
+#include "ember/data/subset.h"
 #include "examples/train/augment.h"
 #include "examples/train/distributed.h"
 #include "examples/train/epoch_log.h"
@@ -50,10 +50,10 @@
 #include "examples/train/models.h"
 #include "examples/train/options.h"
 #include "examples/train/run_state.h"
-#include "optim/optim.h"
-#include "parallel/amp/grad_scaler.h"
-#include "parallel/distributed/ddp/distributed_data_parallel.h"
-#include "parallel/distributed/ddp/sync_batch_norm.h"
+#include "ember/optim/optim.h"
+#include "ember/parallel/amp/grad_scaler.h"
+#include "ember/parallel/distributed/ddp/distributed_data_parallel.h"
+#include "ember/parallel/distributed/ddp/sync_batch_norm.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// libFuzzer target for the IDX parser (data/idx.h), gzip layer included:
+// libFuzzer target for the IDX parser (ember/data/idx.h), gzip layer included:
 // any input must either parse into a tensor that matches its header or be
 // rejected with an ember::Error. A crash, a sanitizer report, another
 // exception type, or a tensor that breaks the contract is a finding.
@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <cstdlib>
 
-#include "core/error.h"
-#include "data/idx.h"
+#include "ember/core/error.h"
+#include "ember/data/idx.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ember::Tensor t;

@@ -1,4 +1,4 @@
-// libFuzzer target for the safetensors reader (nn/safetensors.h).
+// libFuzzer target for the safetensors reader (ember/nn/safetensors.h).
 //
 // Any input must either parse into dense CPU tensors whose byte sizes add up
 // to what the file holds, or throw ember::Error; anything else (a crash, an
@@ -13,8 +13,8 @@
 #include <cstdint>
 #include <cstdlib>
 
-#include "core/error.h"
-#include "nn/safetensors.h"
+#include "ember/core/error.h"
+#include "ember/nn/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Compiles every CUDA source of ember (core/cuda/*.cu and kernels/cuda/*.cu)
+# Compiles every CUDA source of ember (ember/core/cuda/*.cu and ember/kernels/cuda/*.cu)
 # for a list of GPU architectures, so that a kernel using an instruction an
 # older GPU lacks (bf16 arithmetic, atomics on 16-bit types, cp.async, ...)
 # fails here rather than on a user's machine. CI's main build compiles for

@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
+#include "ember/core/error.h"
 
 namespace ember::bench {
 

@@ -25,7 +25,7 @@
 
 #include "benchmarks/bench_util.h"
 #include "benchmarks/gpt.h"
-#include "ember.h"
+#include "ember/ember.h"
 #include "examples/train/models.h"
 
 namespace ember::bench {

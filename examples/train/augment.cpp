@@ -4,8 +4,8 @@
 // outside the image).
 #include "examples/train/augment.h"
 
-#include "core/error.h"
-#include "core/ops.h"
+#include "ember/core/error.h"
+#include "ember/core/ops.h"
 
 namespace ember::train {
 

@@ -14,7 +14,7 @@
 
 #include <cstdint>
 
-#include "core/tensor.h"
+#include "ember/core/tensor.h"
 
 namespace ember::train {
 

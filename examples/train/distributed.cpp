@@ -4,10 +4,10 @@
 
 #include <cstdlib>
 
-#include "core/cuda/device.h"
-#include "core/ops.h"
-#include "parallel/distributed/init.h"
-#include "parallel/distributed/rank_env.h"
+#include "ember/core/cuda/device.h"
+#include "ember/core/ops.h"
+#include "ember/parallel/distributed/init.h"
+#include "ember/parallel/distributed/rank_env.h"
 
 namespace ember::train {
 namespace {

@@ -5,7 +5,7 @@
 //
 // Contract:
 // - start_distributed(o) decides: the run is distributed when --distributed
-//   was given, or when the launcher's variables (parallel/distributed/rank_env.h) give a
+//   was given, or when the launcher's variables (ember/parallel/distributed/rank_env.h) give a
 //   world size above 1. Otherwise it returns a one-process run and touches
 //   nothing. --distributed without the launcher's variables is a UsageError
 //   that says what is missing.
@@ -25,9 +25,9 @@
 #include <string>
 #include <vector>
 
-#include "core/device.h"
+#include "ember/core/device.h"
 #include "examples/train/options.h"
-#include "parallel/distributed/process_group.h"
+#include "ember/parallel/distributed/process_group.h"
 
 namespace ember::train {
 

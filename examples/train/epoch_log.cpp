@@ -7,7 +7,7 @@
 #include <cstring>
 #include <vector>
 
-#include "core/error.h"
+#include "ember/core/error.h"
 
 namespace ember::train {
 namespace {

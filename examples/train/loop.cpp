@@ -5,11 +5,11 @@
 #include <optional>
 #include <vector>
 
-#include "core/grad_mode.h"
-#include "core/ops.h"
+#include "ember/core/grad_mode.h"
+#include "ember/core/ops.h"
 #include "examples/train/progress.h"
-#include "nn/loss.h"
-#include "parallel/amp/autocast.h"
+#include "ember/nn/loss.h"
+#include "ember/parallel/amp/autocast.h"
 
 namespace ember::train {
 namespace {

@@ -35,11 +35,11 @@
 #include <string>
 #include <vector>
 
-#include "data/data_loader.h"
-#include "nn/module.h"
-#include "optim/lr_scheduler.h"
-#include "optim/optimizer.h"
-#include "parallel/amp/grad_scaler.h"
+#include "ember/data/data_loader.h"
+#include "ember/nn/module.h"
+#include "ember/optim/lr_scheduler.h"
+#include "ember/optim/optimizer.h"
+#include "ember/parallel/amp/grad_scaler.h"
 
 namespace ember::train {
 

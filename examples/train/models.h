@@ -18,7 +18,7 @@
 #include <memory>
 #include <vector>
 
-#include "nn/nn.h"
+#include "ember/nn/nn.h"
 
 namespace ember::train {
 

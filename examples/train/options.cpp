@@ -10,9 +10,9 @@
 #include <sstream>
 #include <vector>
 
-#include "core/cuda/device.h"
-#include "core/error.h"
-#include "data/mnist.h"
+#include "ember/core/cuda/device.h"
+#include "ember/core/error.h"
+#include "ember/data/mnist.h"
 
 namespace ember::train {
 namespace {

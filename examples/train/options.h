@@ -26,7 +26,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "core/device.h"
+#include "ember/core/device.h"
 
 namespace ember::train {
 

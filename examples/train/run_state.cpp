@@ -1,10 +1,10 @@
-// Saving and restoring a run through optim/checkpoint.h.
+// Saving and restoring a run through ember/optim/checkpoint.h.
 #include "examples/train/run_state.h"
 
 #include <bit>
 
 #include "examples/train/options.h"
-#include "optim/checkpoint.h"
+#include "ember/optim/checkpoint.h"
 
 namespace ember::train {
 namespace {

@@ -1,5 +1,5 @@
 // ember-train's checkpoints: everything a run needs to continue exactly
-// where it stopped, in one safetensors file (optim/checkpoint.h's layout).
+// where it stopped, in one safetensors file (ember/optim/checkpoint.h's layout).
 //
 // A checkpoint holds the model's state dict (parameters and BatchNorm
 // buffers), the optimizer's state and options, the scheduler's position,
@@ -24,11 +24,11 @@
 #include <map>
 #include <string>
 
-#include "core/generator.h"
-#include "nn/module.h"
-#include "optim/lr_scheduler.h"
-#include "optim/optimizer.h"
-#include "parallel/amp/grad_scaler.h"
+#include "ember/core/generator.h"
+#include "ember/nn/module.h"
+#include "ember/optim/lr_scheduler.h"
+#include "ember/optim/optimizer.h"
+#include "ember/parallel/amp/grad_scaler.h"
 
 namespace ember::train {
 

@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "ember.h"
+#include <ember/ember.h>
 
 int main() {
   std::vector<float> a{1.5f, -2.0f, 3.25f, 0.0f, 7.0f, -0.5f};

@@ -1,4 +1,4 @@
-// autograd::queue_callback (core/autograd/engine.h): callbacks run once the
+// autograd::queue_callback (ember/core/autograd/engine.h): callbacks run once the
 // graph walk is over and before backward()/grad() returns, in order, with
 // the ones they queue; exceptions reach the caller; nested passes keep their
 // own callbacks; queuing outside a pass is an error.
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "ember.h"
+#include "ember/ember.h"
 #include "support/error_message.h"
 
 namespace ember {

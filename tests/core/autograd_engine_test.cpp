@@ -1,4 +1,4 @@
-// The backward engine (core/autograd/engine.cpp, function.cpp,
+// The backward engine (ember/core/autograd/engine.cpp, function.cpp,
 // accumulate_grad.cpp, node.cpp): accumulation, retain_graph, deep graphs,
 // grad mode, autograd::grad, root errors, higher-order gradients and
 // retain_grad.
@@ -9,7 +9,7 @@
 #include <functional>
 #include <thread>
 
-#include "ember.h"
+#include "ember/ember.h"
 #include "support/error_message.h"
 #include "support/gradcheck.h"
 

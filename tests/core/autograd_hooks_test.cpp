@@ -1,4 +1,4 @@
-// Gradient hooks (core/autograd/node.cpp, accumulate_grad.cpp, engine.cpp):
+// Gradient hooks (ember/core/autograd/node.cpp, accumulate_grad.cpp, engine.cpp):
 // tensor hooks on leaves and non-leaves, their order and removal, and
 // post-accumulate-grad hooks (once per leaf per backward, after the final
 // gradient is in grad(), last layer first).
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "ember.h"
+#include "ember/ember.h"
 #include "support/error_message.h"
 
 namespace ember {

@@ -1,7 +1,7 @@
 // A first end-to-end check of ops and backward on CPU.
 #include <gtest/gtest.h>
 
-#include "ember.h"
+#include "ember/ember.h"
 
 namespace ember {
 namespace {

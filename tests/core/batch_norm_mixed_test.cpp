@@ -1,12 +1,12 @@
 // batch_norm with a float16/bfloat16 input and float32 parameters and
-// running statistics (core/ops/batch_norm.cpp): what autocast and a model
+// running statistics (ember/core/ops/batch_norm.cpp): what autocast and a model
 // with its BatchNorm kept in float32 feed it. The result has the input's
 // dtype and equals the float32 computation on the same input, rounded; the
 // running statistics are updated in float32; gradients reach the input in
 // its dtype and the parameters in float32.
 #include <gtest/gtest.h>
 
-#include "ember.h"
+#include "ember/ember.h"
 #include "support/error_message.h"
 
 namespace ember {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "ember.h"
+#include "ember/ember.h"
 #include "support/error_message.h"
 #include "support/gradcheck.h"
 

@@ -1,4 +1,4 @@
-// The CPU allocator's cache of large blocks (core/cpu_allocator.h): reuse of
+// The CPU allocator's cache of large blocks (ember/core/cpu_allocator.h): reuse of
 // a freed block of the same size class, the classes' rounding, poisoning of
 // reused blocks, emptying, and many threads at once. Under AddressSanitizer
 // the cache is off by contract; the tests that need it skip, saying so.
@@ -8,8 +8,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/allocator.h"
-#include "core/cpu_allocator.h"
+#include "ember/core/allocator.h"
+#include "ember/core/cpu_allocator.h"
 
 namespace ember {
 namespace {

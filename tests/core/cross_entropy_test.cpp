@@ -10,7 +10,7 @@
 #include <cmath>
 #include <string>
 
-#include "ember.h"
+#include "ember/ember.h"
 #include "support/cuda_compare.h"
 #include "support/error_message.h"
 #include "support/gradcheck.h"

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <limits>
 
-#include "core/dtype.h"
-#include "core/scalar.h"
+#include "ember/core/dtype.h"
+#include "ember/core/scalar.h"
 
 namespace ember {
 namespace {

@@ -1,10 +1,10 @@
-// Broadcasting and dim coalescing (core/ops/elementwise_args.cpp): what the
+// Broadcasting and dim coalescing (ember/core/ops/elementwise_args.cpp): what the
 // kernels are handed for contiguous, strided, broadcast, 0-dim and empty
 // operands, and the errors.
 #include <gtest/gtest.h>
 
-#include "core/ops/elementwise_args.h"
-#include "ember.h"
+#include "ember/core/ops/elementwise_args.h"
+#include "ember/ember.h"
 #include "support/error_message.h"
 
 namespace ember {

@@ -1,4 +1,4 @@
-// Gradients of the elementwise ops (core/ops/elementwise.cpp) against
+// Gradients of the elementwise ops (ember/core/ops/elementwise.cpp) against
 // central differences in float64: every differentiable op, on contiguous,
 // transposed, narrowed and broadcast inputs, plus the conventions at
 // non-differentiable points (ties of maximum/minimum, pow at 0).
@@ -7,7 +7,7 @@
 #include <cmath>
 #include <functional>
 
-#include "ember.h"
+#include "ember/ember.h"
 #include "support/gradcheck.h"
 
 namespace ember {

@@ -1,5 +1,5 @@
-// Elementwise ops (core/ops/elementwise.cpp, kernels/cpu/elementwise.cpp,
-// core/ops/elementwise_args.cpp) against std:: math in double: every unary
+// Elementwise ops (ember/core/ops/elementwise.cpp, ember/kernels/cpu/elementwise.cpp,
+// ember/core/ops/elementwise_args.cpp) against std:: math in double: every unary
 // and binary op on odd sizes, strided, broadcast and stride-0 inputs, scalar
 // overloads and operators, PyTorch's type promotion, 16-bit floats,
 // comparisons, where, NaN propagation and integer pow.
@@ -9,7 +9,7 @@
 #include <functional>
 #include <limits>
 
-#include "ember.h"
+#include "ember/ember.h"
 #include "support/error_message.h"
 
 namespace ember {

@@ -1,10 +1,10 @@
-// The check macros of core/error.h: what the message of each holds.
+// The check macros of ember/core/error.h: what the message of each holds.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "core/error.h"
+#include "ember/core/error.h"
 #include "support/error_message.h"
 
 namespace ember {

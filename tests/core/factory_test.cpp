@@ -1,5 +1,5 @@
-// Factories and random numbers (core/ops/factory.cpp, core/generator.*,
-// core/philox.h): filled and ranged tensors, host data in and out,
+// Factories and random numbers (ember/core/ops/factory.cpp, ember/core/generator.*,
+// ember/core/philox.h): filled and ranged tensors, host data in and out,
 // allclose/equal, Philox's known answer, seeding and reproducibility, and
 // the statistics and ranges of rand/randn/randint/randperm.
 #include <gtest/gtest.h>
@@ -10,8 +10,8 @@
 #include <numeric>
 #include <set>
 
-#include "core/philox.h"
-#include "ember.h"
+#include "ember/core/philox.h"
+#include "ember/ember.h"
 #include "support/error_message.h"
 
 namespace ember {

@@ -1,4 +1,4 @@
-// gelu(x, "tanh") (core/ops/elementwise.cpp, kernels/elementwise_math.h):
+// gelu(x, "tanh") (ember/core/ops/elementwise.cpp, ember/kernels/elementwise_math.h):
 // values against the float64 formula and PyTorch's, every floating dtype,
 // strided inputs, the float64 gradient and second derivative, the
 // approximate argument's errors, and nn::GELU / nn::functional::gelu.
@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-#include "ember.h"
+#include "ember/ember.h"
 #include "support/error_message.h"
 #include "support/gradcheck.h"
 

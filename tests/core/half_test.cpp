@@ -1,4 +1,4 @@
-// The 16-bit float conversions (core/half.h), checked exhaustively: every
+// The 16-bit float conversions (ember/core/half.h), checked exhaustively: every
 // midpoint between two neighbouring values rounds to the even one, a hair
 // off the midpoint rounds to the nearer one, and the edges (subnormals,
 // overflow, NaN, signed zero) behave as IEEE round-to-nearest-even.
@@ -8,7 +8,7 @@
 #include <cstring>
 #include <limits>
 
-#include "core/half.h"
+#include "ember/core/half.h"
 
 namespace ember {
 namespace {

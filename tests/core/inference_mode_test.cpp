@@ -1,13 +1,13 @@
 // InferenceMode: the guard's modes, which tensors are inference tensors,
 // and the errors when one is later used by autograd or updated in place
 // (as torch.inference_mode).
-#include "core/inference_mode.h"
+#include "ember/core/inference_mode.h"
 
 #include <gtest/gtest.h>
 
 #include <thread>
 
-#include "ember.h"
+#include "ember/ember.h"
 #include "support/error_message.h"
 
 namespace ember {

@@ -1,4 +1,4 @@
-// In-place ops (core/ops/inplace.cpp): writes through views, version
+// In-place ops (ember/core/ops/inplace.cpp): writes through views, version
 // counters, the autograd rules (saved tensors modified in place, leaves,
 // history rewiring), copy_ (broadcast, cast, overlap), fill_/zero_ and the
 // expanded-destination error.
@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-#include "ember.h"
+#include "ember/ember.h"
 #include "support/error_message.h"
 #include "support/gradcheck.h"
 

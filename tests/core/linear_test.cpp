@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/ops/gemm_kernels.h"
-#include "ember.h"
+#include "ember/core/ops/gemm_kernels.h"
+#include "ember/ember.h"
 #include "support/error_message.h"
 #include "support/gradcheck.h"
 #include "support/stub_swap.h"

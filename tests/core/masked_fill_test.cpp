@@ -1,5 +1,5 @@
-// masked_fill and masked_fill_ (core/ops/masked_fill.cpp,
-// core/ops/inplace.cpp): PyTorch's values, shapes and dtype rules
+// masked_fill and masked_fill_ (ember/core/ops/masked_fill.cpp,
+// ember/core/ops/inplace.cpp): PyTorch's values, shapes and dtype rules
 // (broadcasting both ways out of place, only into x in place; the value cast
 // to x's dtype, never a promotion), Scalar and 0-dim tensor values, every
 // dtype, strided inputs, float64 gradients of x and of the value, in-place
@@ -9,7 +9,7 @@
 #include <cmath>
 #include <limits>
 
-#include "ember.h"
+#include "ember/ember.h"
 #include "support/error_message.h"
 #include "support/gradcheck.h"
 

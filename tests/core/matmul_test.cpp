@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "core/ops/gemm_kernels.h"
-#include "ember.h"
+#include "ember/core/ops/gemm_kernels.h"
+#include "ember/ember.h"
 #include "support/error_message.h"
 #include "support/gradcheck.h"
 

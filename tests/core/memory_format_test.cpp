@@ -11,8 +11,8 @@
 #include <cmath>
 #include <vector>
 
-#include "core/ops/elementwise_args.h"
-#include "ember.h"
+#include "ember/core/ops/elementwise_args.h"
+#include "ember/ember.h"
 #include "support/error_message.h"
 #include "support/gradcheck.h"
 

@@ -1,7 +1,7 @@
-// The CPU thread pool (core/parallel_for.h): the static split, the caller's
+// The CPU thread pool (ember/core/parallel_for.h): the static split, the caller's
 // part, exceptions carried back, nesting, concurrent callers, the
 // fixed-order combine of parallel_reduce, and set_num_threads.
-#include "core/parallel_for.h"
+#include "ember/core/parallel_for.h"
 
 #include <gtest/gtest.h>
 

@@ -1,11 +1,11 @@
-// Printing (Tensor::str and operator<<, core/tensor.cpp): dtype, device,
+// Printing (Tensor::str and operator<<, ember/core/tensor.cpp): dtype, device,
 // shape and values in row-major order, autograd state, and summaries of
 // large tensors.
 #include <gtest/gtest.h>
 
 #include <sstream>
 
-#include "ember.h"
+#include "ember/ember.h"
 
 namespace ember {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <optional>
 
-#include "ember.h"
+#include "ember/ember.h"
 
 namespace ember {
 namespace {

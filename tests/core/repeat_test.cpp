@@ -1,10 +1,10 @@
-// repeat and tile (core/ops/repeat.cpp): PyTorch's shapes and values (new
+// repeat and tile (ember/core/ops/repeat.cpp): PyTorch's shapes and values (new
 // leading dims, tile's left padding, zero counts, 0-dim inputs), every
 // dtype, non-contiguous inputs, results that never alias the input, the
 // float64 gradient (a sum over the copies), and the errors.
 #include <gtest/gtest.h>
 
-#include "ember.h"
+#include "ember/ember.h"
 #include "support/error_message.h"
 #include "support/gradcheck.h"
 

@@ -8,7 +8,7 @@
 #include <set>
 #include <vector>
 
-#include "ember.h"
+#include "ember/ember.h"
 #include "support/error_message.h"
 
 namespace ember {

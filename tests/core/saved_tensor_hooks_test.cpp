@@ -1,4 +1,4 @@
-// Saved-tensor hooks (core/autograd/saved_tensor_hooks.h, function.cpp):
+// Saved-tensor hooks (ember/core/autograd/saved_tensor_hooks.h, function.cpp):
 // pack replaces what SavedTensor keeps, unpack what backward reads; guards
 // nest and restore; the packed object dies with its node.
 #include <gtest/gtest.h>
@@ -6,8 +6,8 @@
 #include <memory>
 #include <vector>
 
-#include "core/autograd/saved_tensor_hooks.h"
-#include "ember.h"
+#include "ember/core/autograd/saved_tensor_hooks.h"
+#include "ember/ember.h"
 #include "support/error_message.h"
 
 namespace ember {

@@ -1,4 +1,4 @@
-// Size2 and OptionalSize2 (core/size2.h), and the NCHW ops that take them:
+// Size2 and OptionalSize2 (ember/core/size2.h), and the NCHW ops that take them:
 // one value means both dims, as PyTorch's `_size_2_t`, so conv2d's and the
 // pools' {1}, 1 and {1, 2} read as PyTorch's padding=1, padding=1 and
 // padding=(1, 2), and a stride left out is the pools' kernel_size.
@@ -6,7 +6,7 @@
 
 #include <optional>
 
-#include "ember.h"
+#include "ember/ember.h"
 #include "support/error_message.h"
 
 namespace ember {

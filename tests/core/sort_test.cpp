@@ -10,7 +10,7 @@
 #include <numeric>
 #include <vector>
 
-#include "ember.h"
+#include "ember/ember.h"
 #include "support/error_message.h"
 #include "support/gradcheck.h"
 

@@ -1,4 +1,4 @@
-// Views (core/tensor.cpp): which element of the base each view reads, that a
+// Views (ember/core/tensor.cpp): which element of the base each view reads, that a
 // write through a view reaches the base, when reshape copies, the errors of
 // bad shapes and dims, and the gradients of every view op.
 #include <gtest/gtest.h>
@@ -6,7 +6,7 @@
 #include <functional>
 #include <set>
 
-#include "ember.h"
+#include "ember/ember.h"
 #include "support/error_message.h"
 #include "support/gradcheck.h"
 

@@ -1,10 +1,10 @@
-// triu and tril (core/ops/triangle.cpp, kernels/cpu/triangle.cpp): values
+// triu and tril (ember/core/ops/triangle.cpp, ember/kernels/cpu/triangle.cpp): values
 // against an index-math reference and PyTorch, every dtype, batch dims,
 // every diagonal (including far beyond the matrix), non-contiguous and
 // broadcast inputs, empty shapes, the float64 gradient, and the errors.
 #include <gtest/gtest.h>
 
-#include "ember.h"
+#include "ember/ember.h"
 #include "support/error_message.h"
 #include "support/gradcheck.h"
 

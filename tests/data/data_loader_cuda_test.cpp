@@ -13,12 +13,12 @@
 #include <memory>
 #include <vector>
 
-#include "core/cuda/busy_wait.h"
-#include "core/cuda/pinned_memory.h"
-#include "core/cuda/stream.h"
-#include "data/data_loader.h"
-#include "data/tensor_dataset.h"
-#include "ember.h"
+#include "ember/core/cuda/busy_wait.h"
+#include "ember/core/cuda/pinned_memory.h"
+#include "ember/core/cuda/stream.h"
+#include "ember/data/data_loader.h"
+#include "ember/data/tensor_dataset.h"
+#include "ember/ember.h"
 #include "support/cuda_compare.h"
 
 namespace ember::data {

@@ -13,11 +13,11 @@
 #include <thread>
 #include <vector>
 
-#include "core/cuda/device.h"
-#include "data/collate.h"
-#include "data/data_loader.h"
-#include "data/tensor_dataset.h"
-#include "ember.h"
+#include "ember/core/cuda/device.h"
+#include "ember/data/collate.h"
+#include "ember/data/data_loader.h"
+#include "ember/data/tensor_dataset.h"
+#include "ember/ember.h"
 #include "support/error_message.h"
 
 namespace ember::data {

@@ -6,11 +6,11 @@
 #include <memory>
 #include <vector>
 
-#include "core/cuda/device.h"
-#include "data/collate.h"
-#include "data/subset.h"
-#include "data/tensor_dataset.h"
-#include "ember.h"
+#include "ember/core/cuda/device.h"
+#include "ember/data/collate.h"
+#include "ember/data/subset.h"
+#include "ember/data/tensor_dataset.h"
+#include "ember/ember.h"
 #include "support/error_message.h"
 
 namespace ember::data {

@@ -7,7 +7,7 @@
 #include <set>
 #include <vector>
 
-#include "data/distributed_sampler.h"
+#include "ember/data/distributed_sampler.h"
 #include "support/error_message.h"
 
 namespace ember::data {

@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "data/gzip.h"
-#include "data/idx.h"
-#include "data/mnist.h"
-#include "ember.h"
+#include "ember/data/gzip.h"
+#include "ember/data/idx.h"
+#include "ember/data/mnist.h"
+#include "ember/ember.h"
 #include "support/error_message.h"
 
 namespace ember::data {

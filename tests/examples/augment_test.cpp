@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "ember.h"
+#include "ember/ember.h"
 #include "support/error_message.h"
 
 namespace ember::train {

@@ -1,4 +1,4 @@
-// The loss-scaling kernels (core/ops/amp_kernels.h): the CPU kernels' rule
+// The loss-scaling kernels (ember/core/ops/amp_kernels.h): the CPU kernels' rule
 // checked directly, and the CUDA kernels against the CPU ones over hundreds
 // of gradients of odd sizes (several ChunkLists per call), tensors that span
 // several 64K-element chunks, every float dtype, with and without planted
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "core/ops/amp_kernels.h"
+#include "ember/core/ops/amp_kernels.h"
 #include "support/cuda_compare.h"
 
 namespace ember {

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <limits>
 
-#include "ember.h"
+#include "ember/ember.h"
 #include "support/gradcheck.h"
 
 namespace ember {

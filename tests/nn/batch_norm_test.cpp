@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-#include "ember.h"
+#include "ember/ember.h"
 #include "support/gradcheck.h"
 
 namespace ember {

@@ -9,7 +9,7 @@
 
 #include <vector>
 
-#include "ember.h"
+#include "ember/ember.h"
 #include "examples/train/models.h"
 
 namespace ember {

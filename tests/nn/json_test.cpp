@@ -1,5 +1,5 @@
-// The strict JSON reader and string writer of nn/json.h.
-#include "nn/json.h"
+// The strict JSON reader and string writer of ember/nn/json.h.
+#include "ember/nn/json.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

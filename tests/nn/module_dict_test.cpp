@@ -1,11 +1,11 @@
 // ModuleDict: insertion order, PyTorch's state_dict names and repr, the
 // dict operations, PyTorch's key rules, clone; and Identity.
-#include "nn/module_dict.h"
+#include "ember/nn/module_dict.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "ember.h"
+#include "ember/ember.h"
 #include "support/error_message.h"
 
 namespace ember {

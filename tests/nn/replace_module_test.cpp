@@ -1,9 +1,9 @@
-// Module::replace_module (nn/module.h) and the containers' versions
-// (nn/container.h): same name and position, forward uses the new child,
+// Module::replace_module (ember/nn/module.h) and the containers' versions
+// (ember/nn/container.h): same name and position, forward uses the new child,
 // errors for missing names, cycles and non-unary members of a Sequential.
 #include <gtest/gtest.h>
 
-#include "ember.h"
+#include "ember/ember.h"
 #include "support/error_message.h"
 
 namespace ember::nn {

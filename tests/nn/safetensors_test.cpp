@@ -1,7 +1,7 @@
 // safetensors: round trips of every dtype and odd shapes, a fixture written
 // by an independent writer (fixtures/make_tiny.py), the exact bytes ember
 // writes, atomic writes, and every kind of corrupt file.
-#include "nn/safetensors.h"
+#include "ember/nn/safetensors.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -13,8 +13,8 @@
 
 #include <zlib.h>
 
-#include "ember.h"
-#include "nn/json.h"
+#include "ember/ember.h"
+#include "ember/nn/json.h"
 #include "support/error_message.h"
 
 namespace ember {
@@ -116,7 +116,7 @@ TEST_F(SafetensorsFiles, WritesTheExactFormat) {
   const int32_t b[2] = {1, -2};
   std::memcpy(data.data(), &a, 8);
   std::memcpy(data.data() + 8, b, 8);
-  // The checksums as nn/safetensors.h defines them, from zlib here.
+  // The checksums as ember/nn/safetensors.h defines them, from zlib here.
   const std::string crc_a = crc_hex(data.substr(0, 8)), crc_b = crc_hex(data.substr(8));
   const std::string digest = R"("ember.checksum":"crc32")"
                              "\n"
@@ -198,7 +198,7 @@ TEST_F(SafetensorsFiles, EveryFlippedDataByteIsAnErrorNamingTheFileAndTensor) {
 
 // Every header byte (the length field included) with several flips: each
 // is an error, except a padding space turned into other JSON whitespace,
-// which loads the very same contents (nn/safetensors.h documents this).
+// which loads the very same contents (ember/nn/safetensors.h documents this).
 TEST_F(SafetensorsFiles, EveryFlippedHeaderByteIsAnErrorOrTheSameContents) {
   const std::string original = small_checkpoint(path("good.safetensors"));
   const SafetensorsContents good = load_safetensors(path("good.safetensors"));

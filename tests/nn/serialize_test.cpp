@@ -1,7 +1,7 @@
 // nn::save / nn::load: PyTorch's state-dict names and dtypes in the file, a
 // round trip, floating files of other dtypes, and errors that name the file,
 // the key and what was expected and found.
-#include "nn/serialize.h"
+#include "ember/nn/serialize.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "ember.h"
+#include "ember/ember.h"
 #include "examples/train/models.h"
 #include "support/error_message.h"
 #include "support/temp_dir.h"

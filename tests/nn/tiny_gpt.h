@@ -4,7 +4,7 @@
 // embedding.
 #pragma once
 
-#include "ember.h"
+#include "ember/ember.h"
 
 namespace ember::testing {
 

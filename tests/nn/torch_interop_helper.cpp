@@ -31,7 +31,7 @@
 #include <memory>
 #include <string>
 
-#include "ember.h"
+#include "ember/ember.h"
 #include "examples/train/models.h"
 
 namespace {

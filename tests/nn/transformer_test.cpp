@@ -2,7 +2,7 @@
 // and a few plain SGD steps on a fixed sequence lower its loss.
 #include <gtest/gtest.h>
 
-#include "ember.h"
+#include "ember/ember.h"
 #include "tiny_gpt.h"
 
 namespace ember {

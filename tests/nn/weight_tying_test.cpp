@@ -8,7 +8,7 @@
 
 #include <filesystem>
 
-#include "ember.h"
+#include "ember/ember.h"
 #include "support/cuda_compare.h"
 #include "support/error_message.h"
 #include "support/temp_dir.h"

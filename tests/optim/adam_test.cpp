@@ -1,6 +1,6 @@
 // optim::Adam and optim::AdamW against values computed by hand and a
 // float64 reference loop (tests/support/optim_reference.h).
-#include "optim/adam.h"
+#include "ember/optim/adam.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "ember.h"
+#include "ember/ember.h"
 #include "support/error_message.h"
 #include "support/optim_reference.h"
 

@@ -1,6 +1,6 @@
 // Training checkpoints: 3 steps + save + load + 3 steps equals 6 steps,
 // bit for bit; files that are not checkpoints are clear errors.
-#include "optim/checkpoint.h"
+#include "ember/optim/checkpoint.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -8,10 +8,10 @@
 
 #include <filesystem>
 
-#include "ember.h"
-#include "nn/safetensors.h"
-#include "optim/adam.h"
-#include "optim/clip_grad.h"
+#include "ember/ember.h"
+#include "ember/nn/safetensors.h"
+#include "ember/optim/adam.h"
+#include "ember/optim/clip_grad.h"
 #include "support/error_message.h"
 
 namespace ember {

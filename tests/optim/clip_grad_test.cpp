@@ -1,5 +1,5 @@
 // clip_grad_norm_ against norms computed by hand and by float64 loops.
-#include "optim/clip_grad.h"
+#include "ember/optim/clip_grad.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 #include <cmath>
 #include <limits>
 
-#include "ember.h"
+#include "ember/ember.h"
 #include "support/error_message.h"
 
 namespace ember {

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <limits>
 
-#include "ember.h"
+#include "ember/ember.h"
 #include "support/cuda_compare.h"
 #include "support/error_message.h"
 

@@ -9,12 +9,12 @@
 #include <functional>
 #include <memory>
 
-#include "core/allocator.h"
-#include "core/autocast_state.h"
-#include "optim/adam.h"
-#include "optim/clip_grad.h"
-#include "optim/sgd.h"
-#include "parallel/amp/autocast.h"
+#include "ember/core/allocator.h"
+#include "ember/core/autocast_state.h"
+#include "ember/optim/adam.h"
+#include "ember/optim/clip_grad.h"
+#include "ember/optim/sgd.h"
+#include "ember/parallel/amp/autocast.h"
 #include "support/cuda_compare.h"
 
 namespace ember {

@@ -1,6 +1,6 @@
 // The schedulers' lr sequences against PyTorch's closed forms, written out
 // here, and OneCycleLR against values worked out by hand.
-#include "optim/lr_scheduler.h"
+#include "ember/optim/lr_scheduler.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -8,9 +8,9 @@
 #include <cmath>
 #include <numbers>
 
-#include "ember.h"
-#include "optim/adam.h"
-#include "optim/sgd.h"
+#include "ember/ember.h"
+#include "ember/optim/adam.h"
+#include "ember/optim/sgd.h"
 #include "support/error_message.h"
 
 namespace ember {

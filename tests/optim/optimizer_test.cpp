@@ -1,13 +1,13 @@
 // The Optimizer base: parameter groups, zero_grad, state dicts that resume
 // a run exactly, mixed-precision skipping (found_inf / inv_scale) and errors.
-#include "optim/optimizer.h"
+#include "ember/optim/optimizer.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "ember.h"
-#include "optim/adam.h"
-#include "optim/sgd.h"
+#include "ember/ember.h"
+#include "ember/optim/adam.h"
+#include "ember/optim/sgd.h"
 #include "support/error_message.h"
 
 namespace ember {

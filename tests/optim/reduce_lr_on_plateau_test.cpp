@@ -1,12 +1,12 @@
 // ReduceLROnPlateau: every expected lr below is derived in the comments
-// from the rules in optim/lr_scheduler.h (PyTorch's): improvement with
+// from the rules in ember/optim/lr_scheduler.h (PyTorch's): improvement with
 // threshold and threshold_mode, patience, cooldown, min_lr and eps.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 
-#include "ember.h"
+#include "ember/ember.h"
 #include "support/error_message.h"
 
 namespace ember {

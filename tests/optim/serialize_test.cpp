@@ -1,18 +1,18 @@
-// optim::save / optim::load (optim/serialize.h): an optimizer's state in
+// optim::save / optim::load (ember/optim/serialize.h): an optimizer's state in
 // PyTorch's layout. tests/nn/torch_interop.py checks the files against
 // torch.optim itself; these tests check ember's side: the layout, exact
 // resumption, and the errors.
-#include "optim/serialize.h"
+#include "ember/optim/serialize.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
 
-#include "core/ops.h"
-#include "nn/safetensors.h"
-#include "optim/adam.h"
-#include "optim/sgd.h"
+#include "ember/core/ops.h"
+#include "ember/nn/safetensors.h"
+#include "ember/optim/adam.h"
+#include "ember/optim/sgd.h"
 #include "tests/support/error_message.h"
 
 namespace ember::optim {

@@ -1,10 +1,10 @@
 // optim::SGD against values computed by hand and a float64 reference loop.
-#include "optim/sgd.h"
+#include "ember/optim/sgd.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "ember.h"
+#include "ember/ember.h"
 #include "support/error_message.h"
 #include "support/optim_reference.h"
 

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "ember.h"
+#include <ember/ember.h>
 
 int main() {
   const std::vector<float> a{1, 2, 3, 4, 5, 6};  // 2 x 3

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "ember.h"
+#include "ember/ember.h"
 
 namespace ember::testing {
 

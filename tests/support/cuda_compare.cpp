@@ -4,8 +4,8 @@
 #include <cmath>
 #include <sstream>
 
-#include "core/allocator.h"
-#include "core/cuda/device.h"
+#include "ember/core/allocator.h"
+#include "ember/core/cuda/device.h"
 
 namespace ember::testing {
 

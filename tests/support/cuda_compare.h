@@ -14,7 +14,7 @@
 
 #include <functional>
 
-#include "ember.h"
+#include "ember/ember.h"
 
 #define EMBER_REQUIRE_CUDA()                               \
   do {                                                     \

@@ -14,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-#include "core/error.h"
+#include "ember/core/error.h"
 
 namespace ember::testing {
 

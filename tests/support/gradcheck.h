@@ -13,7 +13,7 @@
 
 #include <functional>
 
-#include "ember.h"
+#include "ember/ember.h"
 
 namespace ember::testing {
 

@@ -17,7 +17,7 @@
 #include <sstream>
 #include <thread>
 
-#include "core/cuda/device.h"
+#include "ember/core/cuda/device.h"
 
 namespace ember::testing {
 

@@ -32,7 +32,7 @@
 #include <string>
 #include <vector>
 
-#include "parallel/distributed/store/tcp_store.h"
+#include "ember/parallel/distributed/store/tcp_store.h"
 
 namespace ember::testing {
 

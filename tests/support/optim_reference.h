@@ -1,6 +1,6 @@
 // Float64 reference loops of torch.optim.SGD and torch.optim.Adam/AdamW,
 // written straight from PyTorch's documented algorithms (independently of
-// kernels/optim_math.h), for the optimizer tests to compare against.
+// ember/kernels/optim_math.h), for the optimizer tests to compare against.
 #pragma once
 
 #include <algorithm>

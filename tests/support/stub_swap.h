@@ -1,4 +1,4 @@
-// Swapping one device type's kernel of a stub (core/kernel_stub.h) for a
+// Swapping one device type's kernel of a stub (ember/core/kernel_stub.h) for a
 // test's wrapper, for a scope: the wrapper counts or records its calls and
 // forwards them to the kernel it replaced.
 //
@@ -12,7 +12,7 @@
 // One swap of a stub at a time: the replaced kernel is kept per stub.
 #pragma once
 
-#include "core/kernel_stub.h"
+#include "ember/core/kernel_stub.h"
 
 namespace ember::testing {
 

@@ -1,16 +1,16 @@
-// core/cuda/architectures.h: reading a CMAKE_CUDA_ARCHITECTURES list, which
+// ember/core/cuda/architectures.h: reading a CMAKE_CUDA_ARCHITECTURES list, which
 // GPUs it covers, the no-kernel-image message; and on a GPU, that the first
 // allocation agrees with the build's list (passes where the list covers the
 // GPU, fails with the message where it does not: run the suite of a build for
 // another architecture, e.g. -DCMAKE_CUDA_ARCHITECTURES=80-real on an H100,
 // with --gtest_filter='CudaArchitectures.*').
-#include "core/cuda/architectures.h"
+#include "ember/core/cuda/architectures.h"
 
 #include <gtest/gtest.h>
 
-#include "core/cuda/device.h"
-#include "core/ops.h"
-#include "core/tensor.h"
+#include "ember/core/cuda/device.h"
+#include "ember/core/ops.h"
+#include "ember/core/tensor.h"
 #include "support/error_message.h"
 
 namespace ember::cuda {

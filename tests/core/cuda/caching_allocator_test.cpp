@@ -5,7 +5,7 @@
 // CUDA runtime is not compiled; hence the guard.
 #ifdef EMBER_WITH_CUDA
 
-#include "core/cuda/caching_allocator.h"
+#include "ember/core/cuda/caching_allocator.h"
 
 #include <gtest/gtest.h>
 
@@ -13,11 +13,11 @@
 #include <thread>
 #include <vector>
 
-#include "core/allocator.h"
-#include "core/cuda/busy_wait.h"
-#include "core/cuda/device.h"
-#include "core/error.h"
-#include "core/storage.h"
+#include "ember/core/allocator.h"
+#include "ember/core/cuda/busy_wait.h"
+#include "ember/core/cuda/device.h"
+#include "ember/core/error.h"
+#include "ember/core/storage.h"
 
 namespace ember::cuda {
 namespace {

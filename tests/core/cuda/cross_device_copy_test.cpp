@@ -10,13 +10,13 @@
 #include <numeric>
 #include <vector>
 
-#include "core/allocator.h"
-#include "core/cuda/busy_wait.h"
-#include "core/cuda/device.h"
-#include "core/cuda/pinned_memory.h"
-#include "core/cuda/stream.h"
-#include "core/ops/elementwise_kernels.h"
-#include "core/tensor.h"
+#include "ember/core/allocator.h"
+#include "ember/core/cuda/busy_wait.h"
+#include "ember/core/cuda/device.h"
+#include "ember/core/cuda/pinned_memory.h"
+#include "ember/core/cuda/stream.h"
+#include "ember/core/ops/elementwise_kernels.h"
+#include "ember/core/tensor.h"
 
 namespace ember::cuda {
 namespace {

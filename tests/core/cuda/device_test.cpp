@@ -4,14 +4,14 @@
 // CUDA runtime is not compiled; hence the guard.
 #ifdef EMBER_WITH_CUDA
 
-#include "core/cuda/device.h"
+#include "ember/core/cuda/device.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "core/error.h"
-#include "core/storage.h"
+#include "ember/core/error.h"
+#include "ember/core/storage.h"
 
 namespace ember::cuda {
 namespace {

@@ -1,13 +1,13 @@
-// parallel/devices: CUDA_VISIBLE_DEVICES parsing, the logical -> physical
+// ember/parallel/devices: CUDA_VISIBLE_DEVICES parsing, the logical -> physical
 // mapping, set_visible_devices, free-GPU selection and their errors, on a
 // fake machine; and the real NVML/CUDA probes where they exist.
-#include "core/cuda/devices.h"
+#include "ember/core/cuda/devices.h"
 
 #include <dlfcn.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "core/cuda/device.h"
+#include "ember/core/cuda/device.h"
 #include "fake_device_system.h"
 #include "support/error_message.h"
 

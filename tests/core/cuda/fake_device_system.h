@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "core/cuda/devices.h"
-#include "core/error.h"
+#include "ember/core/cuda/devices.h"
+#include "ember/core/error.h"
 
 namespace ember::testing {
 

@@ -1,7 +1,7 @@
 // CUDA graphs: replays equal the eager ops they recorded (training steps with
 // SGD, Adam, BatchNorm and dropout included), the graph's memory pool, and
 // the errors for work that cannot be captured or would replay stale values.
-#include "core/cuda/graph.h"
+#include "ember/core/cuda/graph.h"
 
 #include <gtest/gtest.h>
 
@@ -10,14 +10,14 @@
 #include <string>
 #include <thread>
 
-#include "core/error.h"
-#include "ember.h"
+#include "ember/core/error.h"
+#include "ember/ember.h"
 #include "examples/train/models.h"
-#include "optim/optim.h"
+#include "ember/optim/optim.h"
 #include "tests/support/error_message.h"
 #if EMBER_WITH_CUDA
-#include "core/cuda/caching_allocator.h"
-#include "core/cuda/device.h"
+#include "ember/core/cuda/caching_allocator.h"
+#include "ember/core/cuda/device.h"
 #endif
 
 namespace ember::cuda {

@@ -4,16 +4,16 @@
 // CUDA runtime is not compiled; hence the guard.
 #ifdef EMBER_WITH_CUDA
 
-#include "core/cuda/stream.h"
+#include "ember/core/cuda/stream.h"
 
 #include <gtest/gtest.h>
 
 #include <thread>
 
-#include "core/cuda/busy_wait.h"
-#include "core/cuda/device.h"
-#include "core/cuda/event.h"
-#include "core/error.h"
+#include "ember/core/cuda/busy_wait.h"
+#include "ember/core/cuda/device.h"
+#include "ember/core/cuda/event.h"
+#include "ember/core/error.h"
 
 namespace ember::cuda {
 namespace {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "ember.h"
+#include "ember/ember.h"
 
 namespace ember {
 namespace {

@@ -180,7 +180,7 @@ TEST(CudaConv2d, ChannelsLastGradientsAreChannelsLast) {
 }
 
 // Filters of at most 27 taps (c_in / groups * kh * kw) take their weight and
-// bias gradients from ember's own kernels (kernels/cuda/conv_small_filter.h),
+// bias gradients from ember's own kernels (ember/kernels/cuda/conv_small_filter.h),
 // not cuDNN: one-channel and RGB first layers, depthwise and grouped
 // filters, a 1x1 over 16 channels, with strides, padding and dilation, more
 // output channels than a block covers and not a multiple of it, and enough

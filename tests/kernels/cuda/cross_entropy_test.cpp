@@ -12,7 +12,7 @@
 #include "support/cuda_compare.h"
 
 #if defined(EMBER_WITH_CUDA)
-#include "core/cuda/device.h"
+#include "ember/core/cuda/device.h"
 #endif
 
 namespace ember {

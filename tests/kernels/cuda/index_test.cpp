@@ -17,9 +17,9 @@
 #include "support/error_message.h"
 
 #ifdef EMBER_WITH_CUDA
-#include "core/cuda/busy_wait.h"
-#include "core/cuda/event.h"
-#include "core/cuda/stream.h"
+#include "ember/core/cuda/busy_wait.h"
+#include "ember/core/cuda/event.h"
+#include "ember/core/cuda/stream.h"
 #endif
 
 namespace ember {

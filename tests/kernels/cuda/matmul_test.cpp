@@ -15,15 +15,15 @@
 #include <utility>
 #include <vector>
 
-#include "core/ops/gemm_kernels.h"
+#include "ember/core/ops/gemm_kernels.h"
 #include "support/cuda_compare.h"
 #include "support/stub_swap.h"
 
 #if defined(EMBER_WITH_CUDA)
-#include "core/cuda/caching_allocator.h"
-#include "core/cuda/device.h"
-#include "core/cuda/graph.h"
-#include "core/cuda/stream.h"
+#include "ember/core/cuda/caching_allocator.h"
+#include "ember/core/cuda/device.h"
+#include "ember/core/cuda/graph.h"
+#include "ember/core/cuda/stream.h"
 #endif
 
 namespace ember {

@@ -13,7 +13,7 @@
 #include "support/error_message.h"
 
 #if defined(EMBER_WITH_CUDA)
-#include "kernels/cuda/softmax_path.h"
+#include "ember/kernels/cuda/softmax_path.h"
 #endif
 
 namespace ember {

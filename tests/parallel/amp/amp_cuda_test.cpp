@@ -14,11 +14,11 @@
 #include <limits>
 #include <memory>
 
-#include "core/cuda/busy_wait.h"
-#include "core/cuda/caching_allocator.h"
-#include "core/cuda/graph.h"
-#include "core/cuda/stream.h"
-#include "ember.h"
+#include "ember/core/cuda/busy_wait.h"
+#include "ember/core/cuda/caching_allocator.h"
+#include "ember/core/cuda/graph.h"
+#include "ember/core/cuda/stream.h"
+#include "ember/ember.h"
 
 namespace ember {
 namespace {

@@ -1,4 +1,4 @@
-// amp::autocast (parallel/amp/autocast.h, core/autocast_state.h): the dtype
+// amp::autocast (ember/parallel/amp/autocast.h, ember/core/autocast_state.h): the dtype
 // each op picks inside a region, op by op, on the CPU (PyTorch's CPU
 // autocast; the CUDA policy is the same code with another device type);
 // nesting and disabling; the weight-cast cache; gradients against float32.
@@ -10,8 +10,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/ops/amp_kernels.h"
-#include "ember.h"
+#include "ember/core/ops/amp_kernels.h"
+#include "ember/ember.h"
 #include "support/error_message.h"
 #include "support/stub_swap.h"
 

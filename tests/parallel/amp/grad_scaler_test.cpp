@@ -1,4 +1,4 @@
-// amp::GradScaler (parallel/amp/grad_scaler.h): the scale sequence on
+// amp::GradScaler (ember/parallel/amp/grad_scaler.h): the scale sequence on
 // planted overflows against a reference of the documented rule, skipped
 // steps that change nothing, steps equal to a plain step on the true
 // gradients, unscale_ for clipping, the collapse error, state dicts and the
@@ -9,7 +9,7 @@
 #include <limits>
 #include <vector>
 
-#include "ember.h"
+#include "ember/ember.h"
 #include "support/error_message.h"
 
 namespace ember {

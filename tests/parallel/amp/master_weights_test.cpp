@@ -1,11 +1,11 @@
-// "O2" mixed precision (parallel/amp/master_weights.h): a model cast to half
+// "O2" mixed precision (ember/parallel/amp/master_weights.h): a model cast to half
 // with its BatchNorm kept in float32, float32 master weights, and a
 // training loop with GradScaler that learns.
 #include <gtest/gtest.h>
 
 #include <memory>
 
-#include "ember.h"
+#include "ember/ember.h"
 #include "support/error_message.h"
 
 namespace ember {

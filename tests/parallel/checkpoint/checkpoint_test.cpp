@@ -1,4 +1,4 @@
-// Activation checkpointing (parallel/checkpoint/checkpoint.h): checkpointed and plain
+// Activation checkpointing (ember/parallel/checkpoint/checkpoint.h): checkpointed and plain
 // computations give the same loss and gradients bit for bit on the CPU,
 // Dropout recomputes its mask, nesting, autocast, checkpoint_sequential,
 // post-accumulate-grad hooks fire once, errors, and the activation bytes it
@@ -9,8 +9,8 @@
 #include <memory>
 #include <vector>
 
-#include "core/autograd/saved_tensor_hooks.h"
-#include "ember.h"
+#include "ember/core/autograd/saved_tensor_hooks.h"
+#include "ember/ember.h"
 #include "support/error_message.h"
 
 namespace ember {

@@ -3,12 +3,12 @@
 // Skipped without a CUDA device.
 #include <gtest/gtest.h>
 
-#include "core/cuda/device.h"
-#include "ember.h"
+#include "ember/core/cuda/device.h"
+#include "ember/ember.h"
 #include "examples/train/models.h"
-#include "parallel/data_parallel/data_parallel.h"
-#include "parallel/data_parallel/scatter_gather.h"
-#include "parallel/data_parallel/warn_once.h"
+#include "ember/parallel/data_parallel/data_parallel.h"
+#include "ember/parallel/data_parallel/scatter_gather.h"
+#include "ember/parallel/data_parallel/warn_once.h"
 #include "support/cuda_compare.h"
 
 namespace ember::parallel {

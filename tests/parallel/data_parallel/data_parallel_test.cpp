@@ -3,7 +3,7 @@
 // CNN, uneven batches, nested inputs, explicit and custom scatters, the
 // fast mode against the classic one over optimizer steps, and every error
 // and warning users meet.
-#include "parallel/data_parallel/data_parallel.h"
+#include "ember/parallel/data_parallel/data_parallel.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -11,10 +11,10 @@
 #include <atomic>
 
 #include "core/cuda/fake_device_system.h"
-#include "ember.h"
+#include "ember/ember.h"
 #include "examples/train/models.h"
-#include "parallel/data_parallel/scatter_gather.h"
-#include "parallel/data_parallel/warn_once.h"
+#include "ember/parallel/data_parallel/scatter_gather.h"
+#include "ember/parallel/data_parallel/warn_once.h"
 #include "support/error_message.h"
 
 namespace ember::parallel {

@@ -1,4 +1,4 @@
-// DataParallel's NCCL transport (parallel/data_parallel/nccl_transport.h).
+// DataParallel's NCCL transport (ember/parallel/data_parallel/nccl_transport.h).
 // - CUDA build, with or without a GPU: a CPU device or a GPU listed twice is
 //   an error before NCCL is touched.
 // - One GPU or more (a clique over every visible GPU): broadcast and
@@ -15,8 +15,8 @@
 #include <cmath>
 #include <vector>
 
-#include "ember.h"
-#include "parallel/data_parallel/nccl_transport.h"
+#include "ember/ember.h"
+#include "ember/parallel/data_parallel/nccl_transport.h"
 #include "support/cuda_compare.h"
 #include "support/error_message.h"
 

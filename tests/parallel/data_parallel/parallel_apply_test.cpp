@@ -1,6 +1,6 @@
 // parallel::parallel_apply and ReplicaThreads: concurrency, the per-thread
 // grad mode and autocast state, and errors that name the replica and its device.
-#include "parallel/data_parallel/parallel_apply.h"
+#include "ember/parallel/data_parallel/parallel_apply.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -11,7 +11,7 @@
 #include <set>
 #include <thread>
 
-#include "ember.h"
+#include "ember/ember.h"
 #include "support/error_message.h"
 
 namespace ember::parallel {

@@ -1,12 +1,12 @@
 // parallel::replicate and ReplicaSet on CPU "devices": replica values and
 // memory, the BroadcastBackward tie to the original, buffers, training
 // flags, the fast mode's changed-only copies, and rebuilding.
-#include "parallel/data_parallel/replicate.h"
+#include "ember/parallel/data_parallel/replicate.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "ember.h"
+#include "ember/ember.h"
 #include "examples/train/models.h"
 #include "support/error_message.h"
 

@@ -1,12 +1,12 @@
 // parallel::scatter and gather over CPU "devices": torch.chunk's pieces,
 // explicit sizes, nested values, their backward, and their errors.
-#include "parallel/data_parallel/scatter_gather.h"
+#include "ember/parallel/data_parallel/scatter_gather.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "ember.h"
-#include "parallel/data_parallel/warn_once.h"
+#include "ember/ember.h"
+#include "ember/parallel/data_parallel/warn_once.h"
 #include "support/error_message.h"
 #include "support/gradcheck.h"
 

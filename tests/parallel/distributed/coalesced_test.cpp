@@ -1,10 +1,10 @@
-// parallel/coalesced: bucket assignment, the coalesced broadcast and
+// ember/parallel/coalesced: bucket assignment, the coalesced broadcast and
 // reduction on CPU "devices", and the transport seam.
-#include "parallel/distributed/coalesced.h"
+#include "ember/parallel/distributed/coalesced.h"
 
 #include <gtest/gtest.h>
 
-#include "ember.h"
+#include "ember/ember.h"
 #include "support/error_message.h"
 #include "support/gradcheck.h"
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "parallel/distributed/rank_env.h"
+#include "ember/parallel/distributed/rank_env.h"
 #include "support/error_message.h"
 
 namespace ember::parallel {

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "core/cuda/device.h"
-#include "parallel/launcher/launcher.h"
+#include "ember/core/cuda/device.h"
+#include "ember/parallel/launcher/launcher.h"
 
 namespace ember::parallel {
 namespace {

@@ -14,9 +14,9 @@
 #include <thread>
 #include <vector>
 
-#include "ember.h"
-#include "parallel/distributed/init.h"
-#include "parallel/distributed/store/socket.h"
+#include "ember/ember.h"
+#include "ember/parallel/distributed/init.h"
+#include "ember/parallel/distributed/store/socket.h"
 #include "support/collective_values.h"
 #include "support/error_message.h"
 #include "support/multiprocess.h"

@@ -29,16 +29,16 @@
 #include <thread>
 #include <vector>
 
-#include "ember.h"
-#include "parallel/distributed/init.h"
+#include "ember/ember.h"
+#include "ember/parallel/distributed/init.h"
 #include "support/collective_values.h"
 #include "support/error_message.h"
 #include "support/multiprocess.h"
 #ifdef EMBER_WITH_CUDA
-#include "core/cuda/busy_wait.h"
-#include "core/cuda/device.h"
-#include "core/cuda/stream.h"
-#include "parallel/distributed/backend/nccl_process_group.h"
+#include "ember/core/cuda/busy_wait.h"
+#include "ember/core/cuda/device.h"
+#include "ember/core/cuda/stream.h"
+#include "ember/parallel/distributed/backend/nccl_process_group.h"
 #endif
 
 namespace ember::parallel {

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "ember.h"
-#include "parallel/distributed/init.h"
+#include "ember/ember.h"
+#include "ember/parallel/distributed/init.h"
 #include "support/multiprocess.h"
 
 namespace ember::testing {

@@ -1,5 +1,5 @@
-// DistributedDataParallel and its Reducer (parallel/distributed/ddp/distributed_data_parallel.h,
-// parallel/distributed/ddp/reducer.h), with 2 and 4 forked ranks over gloo (and NCCL with
+// DistributedDataParallel and its Reducer (ember/parallel/distributed/ddp/distributed_data_parallel.h,
+// ember/parallel/distributed/ddp/reducer.h), with 2 and 4 forked ranks over gloo (and NCCL with
 // one rank, skipped until that backend exists): training equals one process
 // on the concatenated batch (MLP with SGD and Adam; a CNN with BatchNorm,
 // whose buffers come from rank 0), the start-up broadcast, no_sync
@@ -19,9 +19,9 @@
 #include <limits>
 #include <thread>
 
-#include "ember.h"
+#include "ember/ember.h"
 #include "parallel/distributed/ddp/ddp_test_support.h"
-#include "parallel/distributed/ddp/distributed_data_parallel.h"
+#include "ember/parallel/distributed/ddp/distributed_data_parallel.h"
 #include "support/error_message.h"
 
 namespace ember::parallel {

@@ -1,4 +1,4 @@
-// SyncBatchNorm (parallel/distributed/ddp/sync_batch_norm.h): without a group it is
+// SyncBatchNorm (ember/parallel/distributed/ddp/sync_batch_norm.h): without a group it is
 // BatchNorm (forward, gradients, running statistics, eval, 2-D to 4-D
 // input); its backward passes gradcheck in float64; over 2 and 4 forked
 // ranks with uneven batches it equals BatchNorm on the concatenated batch;
@@ -9,10 +9,10 @@
 
 #include <memory>
 
-#include "ember.h"
+#include "ember/ember.h"
 #include "parallel/distributed/ddp/ddp_test_support.h"
-#include "parallel/distributed/ddp/distributed_data_parallel.h"
-#include "parallel/distributed/ddp/sync_batch_norm.h"
+#include "ember/parallel/distributed/ddp/distributed_data_parallel.h"
+#include "ember/parallel/distributed/ddp/sync_batch_norm.h"
 #include "support/error_message.h"
 #include "support/gradcheck.h"
 

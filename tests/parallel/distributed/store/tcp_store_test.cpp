@@ -14,9 +14,9 @@
 #include <thread>
 #include <vector>
 
-#include "parallel/distributed/store/prefix_store.h"
-#include "parallel/distributed/store/socket.h"
-#include "parallel/distributed/store/tcp_store.h"
+#include "ember/parallel/distributed/store/prefix_store.h"
+#include "ember/parallel/distributed/store/socket.h"
+#include "ember/parallel/distributed/store/tcp_store.h"
 #include "support/error_message.h"
 #include "support/multiprocess.h"
 

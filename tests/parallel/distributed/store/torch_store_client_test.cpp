@@ -16,9 +16,9 @@
 #include <string>
 #include <thread>
 
-#include "parallel/distributed/store/prefix_store.h"
-#include "parallel/distributed/store/tcp_store.h"
-#include "parallel/distributed/store/torch_store_client.h"
+#include "ember/parallel/distributed/store/prefix_store.h"
+#include "ember/parallel/distributed/store/tcp_store.h"
+#include "ember/parallel/distributed/store/torch_store_client.h"
 #include "support/error_message.h"
 
 namespace ember::parallel {

@@ -1,0 +1,104 @@
+// layer_norm: checks, dispatch to the fused kernels, and its backward.
+#include "ember/core/autocast_state.h"
+#include "ember/core/autograd/function.h"
+#include "ember/core/ops.h"
+#include "ember/core/ops/layer_norm_kernels.h"
+
+namespace ember {
+
+KernelStub<LayerNormKernelFn> layer_norm_forward_stub("layer_norm");
+KernelStub<LayerNormKernelFn> layer_norm_backward_stub("layer_norm_backward");
+
+namespace {
+
+void check_param(const char* what, const Tensor& p, const Tensor& x, const Shape& normalized_shape) {
+  if (!p.defined()) return;
+  EMBER_CHECK(p.shape() == normalized_shape, "layer_norm: " << what << " has shape " << shape_str(p.shape())
+                                                            << " but normalized_shape is "
+                                                            << shape_str(normalized_shape));
+  EMBER_CHECK(p.device() == x.device() && p.dtype() == x.dtype(),
+              "layer_norm: " << what << " is " << dtype_name(p.dtype()) << " on " << p.device() << " but the input is "
+                             << dtype_name(x.dtype()) << " on " << x.device());
+}
+
+}  // namespace
+
+Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                  double eps) {
+  if (autocast_state::any_enabled()) [[unlikely]] {
+    Tensor cx = x_in, cw = weight, cb = bias;
+    if (autocast_state::float32_inputs({&cx, &cw, &cb})) {
+      return layer_norm(cx, normalized_shape, cw, cb, eps);
+    }
+  }
+  int64_t k = int64_t(normalized_shape.size());
+  EMBER_CHECK(k >= 1 && x_in.dim() >= k && Shape(x_in.shape().end() - k, x_in.shape().end()) == normalized_shape,
+              "layer_norm: normalized_shape " << shape_str(normalized_shape)
+                                              << " must match the last dims of the input of shape "
+                                              << shape_str(x_in.shape()));
+  EMBER_CHECK(is_floating(x_in.dtype()), "layer_norm: expected a floating input, got " << dtype_name(x_in.dtype()));
+  check_param("weight", weight, x_in, normalized_shape);
+  check_param("bias", bias, x_in, normalized_shape);
+
+  Tensor x = x_in.detach().contiguous();
+  int64_t cols = 1;
+  for (int64_t s : normalized_shape) cols *= s;
+  int64_t rows = cols == 0 ? 0 : x.numel() / cols;
+  DType stats = layer_norm_stats_dtype(x.dtype());
+  Tensor y = empty(x.shape(), x.dtype(), x.device());
+  Tensor mean = empty({rows}, stats, x.device()), rstd = empty({rows}, stats, x.device());
+  Tensor w = weight.defined() ? weight.detach().contiguous() : Tensor();
+  Tensor b = bias.defined() ? bias.detach().contiguous() : Tensor();
+
+  LayerNormArgs a;
+  a.device = x.device().index;
+  a.rows = rows;
+  a.cols = cols;
+  a.dtype = x.dtype();
+  a.eps = eps;
+  a.x = x.data_ptr();
+  a.weight = w.defined() ? w.data_ptr() : nullptr;
+  a.bias = b.defined() ? b.data_ptr() : nullptr;
+  a.y = y.data_ptr();
+  a.mean = mean.data_ptr();
+  a.rstd = rstd.data_ptr();
+  if (rows > 0) layer_norm_forward_stub(x.device().type)(a);
+
+  if (autograd::needs_grad(x_in, weight, bias)) {
+    autograd::SavedTensor sx(x_in), sw(weight);
+    bool need_w = weight.defined() && weight.requires_grad(), need_b = bias.defined() && bias.requires_grad();
+    Shape xs = x_in.shape();
+    autograd::record("LayerNormBackward", {&y}, {x_in, weight, bias}, [=](const TensorList& g) {
+      EMBER_CHECK(!GradMode::is_enabled(),
+                  "layer_norm: double backward (create_graph=true) is not supported; its "
+                  "backward is a fused kernel without a recorded graph");
+      Tensor xv = sx.unpack("LayerNormBackward").detach().contiguous();
+      Tensor wv = sw.defined() ? sw.unpack("LayerNormBackward").detach().contiguous() : Tensor();
+      Tensor gy = g[0].contiguous();
+      Tensor dx = empty(xs, xv.dtype(), xv.device());
+      Tensor dw = need_w ? empty(normalized_shape, xv.dtype(), xv.device()) : Tensor();
+      Tensor db = need_b ? empty(normalized_shape, xv.dtype(), xv.device()) : Tensor();
+      LayerNormArgs ba = a;
+      ba.x = xv.data_ptr();
+      ba.weight = wv.defined() ? wv.data_ptr() : nullptr;
+      ba.bias = nullptr;
+      ba.y = nullptr;
+      ba.mean = mean.data_ptr();
+      ba.rstd = rstd.data_ptr();
+      ba.grad_y = gy.data_ptr();
+      ba.grad_x = dx.data_ptr();
+      ba.grad_weight = need_w ? dw.data_ptr() : nullptr;
+      ba.grad_bias = need_b ? db.data_ptr() : nullptr;
+      if (rows > 0) {
+        layer_norm_backward_stub(xv.device().type)(ba);
+      } else {
+        if (need_w) dw.zero_();
+        if (need_b) db.zero_();
+      }
+      return TensorList{dx, dw, db};
+    });
+  }
+  return y;
+}
+
+}  // namespace ember

@@ -1,0 +1,45 @@
+// Kernel signatures and stubs of layer normalization.
+//
+// Contract: x is a dense [rows, cols] block (the normalized dims flattened
+// into cols); weight and bias are dense [cols] or null. Forward writes
+// y = (x - mean) * rstd * weight + bias and, per row, mean and
+// rstd = 1 / sqrt(var + eps) with the biased variance, in the statistics
+// dtype (float32 for float32 and the half types, float64 for float64);
+// statistics are computed with Welford's algorithm. Backward takes the
+// saved mean and rstd and writes dx (dense [rows, cols]) and, when their
+// pointers are non-null, dweight and dbias (dense [cols], in x's dtype).
+#pragma once
+
+#include <cstdint>
+
+#include "ember/core/dtype.h"
+#include "ember/core/kernel_stub.h"
+
+namespace ember {
+
+struct LayerNormArgs {
+  int device = 0;
+  int64_t rows = 0, cols = 0;
+  DType dtype = DType::Float32;  // x, y, weight, bias, grads
+  double eps = 1e-5;
+  const void* x = nullptr;
+  const void* weight = nullptr;
+  const void* bias = nullptr;
+  void* y = nullptr;
+  void* mean = nullptr;  // [rows], statistics dtype
+  void* rstd = nullptr;  // [rows], statistics dtype
+  // backward only
+  const void* grad_y = nullptr;
+  void* grad_x = nullptr;
+  void* grad_weight = nullptr;
+  void* grad_bias = nullptr;
+};
+
+// The dtype mean and rstd are kept in for an input dtype.
+inline DType layer_norm_stats_dtype(DType t) { return t == DType::Float64 ? DType::Float64 : DType::Float32; }
+
+using LayerNormKernelFn = void(const LayerNormArgs& args);
+extern KernelStub<LayerNormKernelFn> layer_norm_forward_stub;
+extern KernelStub<LayerNormKernelFn> layer_norm_backward_stub;
+
+}  // namespace ember

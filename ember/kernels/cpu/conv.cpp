@@ -1,0 +1,376 @@
+// CPU conv2d kernels (contract in ember/core/ops/conv_kernels.h): im2col + GEMM.
+//
+// Per image, im2col unfolds the input into columns (c_in * kh * kw rows,
+// out_h * out_w columns; row (c, p, q) holds the input pixel each output
+// position sees through kernel tap (p, q) of channel c, 0 in the padding).
+// The groups split those rows into `groups` equal blocks, so one GEMM
+// batched over groups (gemm_stub, ember/core/ops/gemm_kernels.h) does the work:
+//   forward          out_g  (c_out/g x OHW) = W_g (c_out/g x K) . col_g (K x OHW)
+//   backward input   dcol_g (K x OHW)       = W_g^T . dout_g, then col2im adds
+//                                             each column back onto its pixels
+//   backward weight  dW_g  (c_out/g x K)   += dout_g . col_g^T, over the images
+// with K = c_in/g * kh * kw. A 1x1 kernel with unit stride and no padding
+// needs no im2col: the image itself is the column matrix.
+// Arithmetic is in S (double for float64, float otherwise); float16 and
+// bfloat16 data is widened into S buffers first and each result is rounded
+// once, so sums over images and taps never round in between. Channels-last
+// arrays are reordered into NCHW buffers on the way in and back on the way
+// out (correct, not fast: the fast channels-last path is cuDNN's).
+//
+// Threads (ember/core/parallel_for.h): with at least get_num_threads() images,
+// the images are shared out (each thread with its own im2col buffer, its
+// GEMMs single-threaded); with fewer, the images run in turn and each GEMM
+// splits over the threads. The output and the input gradient are per image,
+// so they equal one thread's exactly; the weight gradient sums over images:
+// each chunk of images sums its own partial gradient and the partials are
+// added in chunk order (bit-identical run to run at a given thread count).
+// The bias gradient is split by channel (exact).
+#include <algorithm>
+#include <type_traits>
+#include <vector>
+
+#include "ember/core/ops/conv_kernels.h"
+#include "ember/core/ops/gemm_kernels.h"
+#include "ember/core/parallel_for.h"
+#include "ember/kernels/acc_type.h"
+
+namespace ember::cpu {
+namespace {
+
+template <typename T>
+using compute_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+// The dims of one of the kernels' 4-D arrays (N, C, H, W order) and whether
+// it lies channels-last (N, H, W, C) in memory.
+struct Array4 {
+  int64_t n, c, h, w;
+  bool channels_last;
+  int64_t numel() const { return n * c * h * w; }
+  // f(i, at) for every element: its NCHW index i and its index in memory.
+  template <typename F>
+  void for_each(F&& f) const {
+    int64_t i = 0;
+    for (int64_t b = 0; b < n; ++b) {
+      for (int64_t ch = 0; ch < c; ++ch) {
+        for (int64_t y = 0; y < h; ++y) {
+          const int64_t row = channels_last ? (b * h + y) * w * c + ch : i;
+          const int64_t step = channels_last ? c : 1;
+          for (int64_t x = 0; x < w; ++x, ++i) f(i, row + x * step);
+        }
+      }
+    }
+  }
+};
+
+// An array of T read as NCHW S: the memory itself when T is S and the
+// array is NCHW, else a widened (and reordered) copy.
+template <typename S, typename T>
+class Input {
+ public:
+  Input(const void* p, const Array4& dims) {
+    const T* src = static_cast<const T*>(p);
+    if constexpr (std::is_same_v<S, T>) {
+      if (!dims.channels_last) {
+        ptr_ = src;
+        return;
+      }
+    }
+    copy_.resize(size_t(dims.numel()));
+    dims.for_each([&](int64_t i, int64_t at) { copy_[size_t(i)] = S(acc_t<T>(src[at])); });
+    ptr_ = copy_.data();
+  }
+  const S* get() const { return ptr_; }
+
+ private:
+  std::vector<S> copy_;
+  const S* ptr_ = nullptr;
+};
+
+// An array of T written as NCHW S: the memory itself when T is S and the
+// array is NCHW, else a buffer rounded (and reordered) into the memory by
+// store().
+template <typename S, typename T>
+class Output {
+ public:
+  Output(void* p, const Array4& dims) : dst_(static_cast<T*>(p)), dims_(dims) {
+    if constexpr (std::is_same_v<S, T>) {
+      if (!dims.channels_last) {
+        ptr_ = dst_;
+        return;
+      }
+    }
+    copy_.resize(size_t(dims.numel()));
+    ptr_ = copy_.data();
+  }
+  S* get() const { return ptr_; }
+  void store() {
+    if (copy_.empty()) return;
+    dims_.for_each([&](int64_t i, int64_t at) { dst_[at] = T(acc_t<T>(copy_[size_t(i)])); });
+  }
+
+ private:
+  T* dst_;
+  Array4 dims_;
+  std::vector<S> copy_;
+  S* ptr_ = nullptr;
+};
+
+// The arrays of a call: input, weight and output sides.
+Array4 input_dims(const ConvArgs& a) { return {a.n, a.c_in, a.h, a.w, a.channels_last}; }
+Array4 weight_dims(const ConvArgs& a) { return {a.c_out, a.c_in / a.groups, a.kernel_h, a.kernel_w, a.channels_last}; }
+Array4 output_dims(const ConvArgs& a) { return {a.n, a.c_out, a.out_h, a.out_w, a.channels_last}; }
+Array4 bias_dims(const ConvArgs& a) { return {1, a.c_out, 1, 1, false}; }
+
+bool is_pointwise(const ConvArgs& a) {
+  return a.kernel_h == 1 && a.kernel_w == 1 && a.stride_h == 1 && a.stride_w == 1 && a.padding_h == 0 &&
+         a.padding_w == 0;
+}
+
+// The input row an output row oy sees through kernel row p, or -1 in the padding.
+inline int64_t source_row(const ConvArgs& a, int64_t oy, int64_t p) {
+  int64_t iy = oy * a.stride_h - a.padding_h + p * a.dilation_h;
+  return iy >= 0 && iy < a.h ? iy : -1;
+}
+inline int64_t source_col(const ConvArgs& a, int64_t ox, int64_t q) {
+  int64_t ix = ox * a.stride_w - a.padding_w + q * a.dilation_w;
+  return ix >= 0 && ix < a.w ? ix : -1;
+}
+
+// image (c_in, h, w) -> col (c_in * kh * kw, out_h * out_w)
+template <typename S>
+void im2col(const ConvArgs& a, const S* image, S* col) {
+  const int64_t ohw = a.out_h * a.out_w;
+  for (int64_t c = 0; c < a.c_in; ++c) {
+    const S* plane = image + c * a.h * a.w;
+    for (int64_t p = 0; p < a.kernel_h; ++p) {
+      for (int64_t q = 0; q < a.kernel_w; ++q) {
+        S* row = col + ((c * a.kernel_h + p) * a.kernel_w + q) * ohw;
+        for (int64_t oy = 0; oy < a.out_h; ++oy) {
+          int64_t iy = source_row(a, oy, p);
+          S* out = row + oy * a.out_w;
+          for (int64_t ox = 0; ox < a.out_w; ++ox) {
+            int64_t ix = source_col(a, ox, q);
+            out[ox] = iy >= 0 && ix >= 0 ? plane[iy * a.w + ix] : S(0);
+          }
+        }
+      }
+    }
+  }
+}
+
+// image (c_in, h, w) += col2im(col); the adjoint of im2col.
+template <typename S>
+void col2im_add(const ConvArgs& a, const S* col, S* image) {
+  const int64_t ohw = a.out_h * a.out_w;
+  for (int64_t c = 0; c < a.c_in; ++c) {
+    S* plane = image + c * a.h * a.w;
+    for (int64_t p = 0; p < a.kernel_h; ++p) {
+      for (int64_t q = 0; q < a.kernel_w; ++q) {
+        const S* row = col + ((c * a.kernel_h + p) * a.kernel_w + q) * ohw;
+        for (int64_t oy = 0; oy < a.out_h; ++oy) {
+          int64_t iy = source_row(a, oy, p);
+          if (iy < 0) continue;
+          for (int64_t ox = 0; ox < a.out_w; ++ox) {
+            int64_t ix = source_col(a, ox, q);
+            if (ix >= 0) plane[iy * a.w + ix] += row[oy * a.out_w + ox];
+          }
+        }
+      }
+    }
+  }
+}
+
+// Calls f(b0, b1, col) over ranges of images: shared out over threads when
+// there are enough images, else all images on the calling thread (whose
+// GEMMs then split). col is a buffer of col_size elements for the range.
+template <typename S, typename F>
+void over_images(const ConvArgs& a, size_t col_size, F&& f) {
+  const int64_t per_image = a.c_out * a.out_h * a.out_w * (a.c_in / a.groups) * a.kernel_h * a.kernel_w;
+  const bool share = a.n >= get_num_threads();
+  parallel_for(0, a.n, share ? kCpuGrain * 8 / std::max<int64_t>(per_image, 1) + 1 : a.n, [&](int64_t b0, int64_t b1) {
+    std::vector<S> col(col_size);
+    f(b0, b1, col.data());
+  });
+}
+
+template <typename S>
+DType dtype_of_compute() {
+  return std::is_same_v<S, double> ? DType::Float64 : DType::Float32;
+}
+
+// Sizes shared by the three kernels.
+struct Dims {
+  int64_t ohw, hw, k, cin_g, cout_g;
+  explicit Dims(const ConvArgs& a)
+      : ohw(a.out_h * a.out_w),
+        hw(a.h * a.w),
+        k(a.c_in / a.groups * a.kernel_h * a.kernel_w),
+        cin_g(a.c_in / a.groups),
+        cout_g(a.c_out / a.groups) {}
+};
+
+template <typename T>
+void forward(const ConvArgs& a) {
+  using S = compute_t<T>;
+  const Dims d(a);
+  Input<S, T> x(a.input, input_dims(a)), w(a.weight, weight_dims(a));
+  Output<S, T> y(a.output, output_dims(a));
+  const bool pointwise = is_pointwise(a);
+  over_images<S>(a, pointwise ? 0 : size_t(a.groups * d.k * d.ohw), [&](int64_t b0, int64_t b1, S* col) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const S* image = x.get() + b * a.c_in * d.hw;
+      if (!pointwise) im2col(a, image, col);
+      GemmArgs g;
+      g.dtype = dtype_of_compute<S>();
+      g.m = d.cout_g;
+      g.n = d.ohw;
+      g.k = d.k;
+      g.batch = a.groups;
+      g.a = w.get();
+      g.lda = d.k;
+      g.stride_a = d.cout_g * d.k;
+      g.b = pointwise ? image : col;
+      g.ldb = d.ohw;
+      g.stride_b = d.k * d.ohw;
+      g.c = y.get() + b * a.c_out * d.ohw;
+      g.ldc = d.ohw;
+      g.stride_c = d.cout_g * d.ohw;
+      gemm_stub(DeviceType::CPU)(g);
+    }
+  });
+  if (a.bias) {
+    Input<S, T> bias(a.bias, bias_dims(a));
+    parallel_for(0, a.n * a.c_out, kCpuGrain / std::max<int64_t>(d.ohw, 1) + 1, [&](int64_t p0, int64_t p1) {
+      for (int64_t plane = p0; plane < p1; ++plane) {
+        S* out = y.get() + plane * d.ohw;
+        for (int64_t i = 0; i < d.ohw; ++i) out[i] += bias.get()[plane % a.c_out];
+      }
+    });
+  }
+  y.store();
+}
+
+template <typename T>
+void backward_input(const ConvArgs& a) {
+  using S = compute_t<T>;
+  const Dims d(a);
+  Input<S, T> gy(a.grad_output, output_dims(a)), w(a.weight, weight_dims(a));
+  Output<S, T> gx(a.grad_input, input_dims(a));
+  const bool pointwise = is_pointwise(a);
+  over_images<S>(a, pointwise ? 0 : size_t(a.groups * d.k * d.ohw), [&](int64_t b0, int64_t b1, S* col) {
+    for (int64_t b = b0; b < b1; ++b) {
+      S* image = gx.get() + b * a.c_in * d.hw;
+      GemmArgs g;
+      g.dtype = dtype_of_compute<S>();
+      g.trans_a = true;
+      g.m = d.k;
+      g.n = d.ohw;
+      g.k = d.cout_g;
+      g.batch = a.groups;
+      g.a = w.get();
+      g.lda = d.k;
+      g.stride_a = d.cout_g * d.k;
+      g.b = gy.get() + b * a.c_out * d.ohw;
+      g.ldb = d.ohw;
+      g.stride_b = d.cout_g * d.ohw;
+      g.c = pointwise ? image : col;
+      g.ldc = d.ohw;
+      g.stride_c = d.k * d.ohw;
+      gemm_stub(DeviceType::CPU)(g);
+      if (!pointwise) {
+        std::fill(image, image + a.c_in * d.hw, S(0));
+        col2im_add(a, col, image);
+      }
+    }
+  });
+  gx.store();
+}
+
+template <typename T>
+void backward_weight(const ConvArgs& a) {
+  using S = compute_t<T>;
+  const Dims d(a);
+  Input<S, T> gy(a.grad_output, output_dims(a));
+  if (a.grad_weight) {
+    Input<S, T> x(a.input, input_dims(a));
+    Output<S, T> gw(a.grad_weight, weight_dims(a));
+    const bool pointwise = is_pointwise(a);
+    const size_t w_size = size_t(weight_dims(a).numel());
+    // Images [b0, b1) summed into dw (set by the first image).
+    auto sum_images = [&](int64_t b0, int64_t b1, S* dw) {
+      std::vector<S> col(pointwise ? 0 : size_t(a.groups * d.k * d.ohw));
+      for (int64_t b = b0; b < b1; ++b) {
+        const S* image = x.get() + b * a.c_in * d.hw;
+        if (!pointwise) im2col(a, image, col.data());
+        GemmArgs g;
+        g.dtype = dtype_of_compute<S>();
+        g.trans_b = true;
+        g.m = d.cout_g;
+        g.n = d.k;
+        g.k = d.ohw;
+        g.batch = a.groups;
+        g.beta = b == b0 ? 0.0 : 1.0;
+        g.a = gy.get() + b * a.c_out * d.ohw;
+        g.lda = d.ohw;
+        g.stride_a = d.cout_g * d.ohw;
+        g.b = pointwise ? image : col.data();
+        g.ldb = d.ohw;
+        g.stride_b = d.k * d.ohw;
+        g.c = dw;
+        g.ldc = d.k;
+        g.stride_c = d.cout_g * d.k;
+        gemm_stub(DeviceType::CPU)(g);
+      }
+    };
+    const int64_t per_image = int64_t(w_size) * d.ohw;
+    const int64_t chunks = a.n >= get_num_threads() && !in_parallel_region()
+                               ? parallel_chunk_count(a.n, kCpuGrain * 8 / std::max<int64_t>(per_image, 1) + 1)
+                               : 1;
+    if (chunks == 1) {
+      sum_images(0, a.n, gw.get());
+    } else {
+      std::vector<std::vector<S>> partial(size_t(chunks), std::vector<S>(w_size, S(0)));
+      detail::run_chunks(chunks, [&](int64_t c) {
+        sum_images(parallel_chunk_start(0, a.n, chunks, c), parallel_chunk_start(0, a.n, chunks, c + 1),
+                   partial[size_t(c)].data());
+      });
+      S* dw = gw.get();
+      std::copy(partial[0].begin(), partial[0].end(), dw);
+      for (int64_t c = 1; c < chunks; ++c) {
+        for (size_t i = 0; i < w_size; ++i) dw[i] += partial[size_t(c)][i];
+      }
+    }
+    gw.store();
+  }
+  if (a.grad_bias) {
+    Output<S, T> gb(a.grad_bias, bias_dims(a));
+    parallel_for(0, a.c_out, kCpuGrain / std::max<int64_t>(a.n * d.ohw, 1) + 1, [&](int64_t o0, int64_t o1) {
+      for (int64_t o = o0; o < o1; ++o) {
+        S total = 0;
+        for (int64_t b = 0; b < a.n; ++b) {
+          const S* plane = gy.get() + (b * a.c_out + o) * d.ohw;
+          for (int64_t i = 0; i < d.ohw; ++i) total += plane[i];
+        }
+        gb.get()[o] = total;
+      }
+    });
+    gb.store();
+  }
+}
+
+template <int Which>
+void conv_kernel(const ConvArgs& a) {
+  EMBER_DISPATCH_FLOAT(a.dtype, "conv2d", [&]<typename T>() {
+    if constexpr (Which == 0) forward<T>(a);
+    else if constexpr (Which == 1) backward_input<T>(a);
+    else backward_weight<T>(a);
+  });
+}
+
+}  // namespace
+
+EMBER_REGISTER_KERNEL(conv2d_forward_stub, DeviceType::CPU, conv_kernel<0>);
+EMBER_REGISTER_KERNEL(conv2d_backward_input_stub, DeviceType::CPU, conv_kernel<1>);
+EMBER_REGISTER_KERNEL(conv2d_backward_weight_stub, DeviceType::CPU, conv_kernel<2>);
+
+}  // namespace ember::cpu

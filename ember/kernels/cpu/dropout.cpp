@@ -1,0 +1,30 @@
+// CPU dropout kernel (contract in ember/core/ops/dropout_kernels.h). Element i's
+// mask comes from Philox at offset + i, so the elements split over threads
+// (ember/core/parallel_for.h) with the result of one thread; a Philox draw costs
+// tens of operations, hence the smaller grain.
+#include "ember/core/ops/dropout_kernels.h"
+#include "ember/core/parallel_for.h"
+#include "ember/core/philox.h"
+#include "ember/kernels/acc_type.h"
+
+namespace ember::cpu {
+namespace {
+
+void dropout_kernel(const DropoutArgs& a) {
+  EMBER_DISPATCH_FLOAT(a.dtype, "dropout", [&]<typename T>() {
+    const T* in = static_cast<const T*>(a.in);
+    T* out = static_cast<T*>(a.out);
+    parallel_for(0, a.n, kCpuGrain / 8, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        bool keep = philox::uniform(philox::generate(a.state.seed, a.state.offset + uint64_t(i)).x) >= float(a.p);
+        out[i] = keep ? T(acc_t<T>(acc_t<T>(in[i]) * acc_t<T>(a.scale))) : T(0.0f);
+      }
+    });
+  });
+}
+
+}  // namespace
+
+EMBER_REGISTER_KERNEL(dropout_stub, DeviceType::CPU, dropout_kernel);
+
+}  // namespace ember::cpu

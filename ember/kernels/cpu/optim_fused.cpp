@@ -1,0 +1,154 @@
+// CPU kernels of the fused optimizer steps, multi-tensor norm and scale
+// (contract in ember/core/ops/optimizer_kernels.h): plain loops over each tensor, with
+// the formulas of ember/kernels/optim_math.h. The element loops of the steps and
+// of scale split over threads (ember/core/parallel_for.h); each element's update
+// is the same as on one thread. The norm's partials are per kOptimChunk and
+// stay on one thread, so their order is fixed.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "ember/core/ops/optimizer_kernels.h"
+#include "ember/core/parallel_for.h"
+#include "ember/kernels/acc_type.h"
+#include "ember/kernels/optim_math.h"
+
+namespace ember::cpu {
+namespace {
+
+// An optimizer's per-element update costs tens of operations: a smaller
+// grain than an elementwise op's.
+constexpr int64_t kStepGrain = kCpuGrain / 4;
+
+using optim::AdamHyper;
+using optim::FusedStepArgs;
+using optim::FusedTensor;
+using optim::MultiTensorArgs;
+using optim::SGDHyper;
+
+bool skip_step(const FusedStepArgs& a) { return a.found_inf != nullptr && *a.found_inf != 0.0f; }
+
+template <typename A>
+A grad_factor(const FusedStepArgs& a) {
+  return a.inv_scale != nullptr ? A(*a.inv_scale) : A(1);
+}
+
+// The step's low-precision copy of a float32 param, after its update.
+void write_low_copy(const FusedStepArgs& a, const FusedTensor& f) {
+  if (f.low_copy == nullptr) return;
+  const float* p = static_cast<const float*>(f.param);
+  auto write = [&]<typename C>() {
+    C* out = static_cast<C*>(f.low_copy);
+    for (int64_t i = 0; i < f.numel; ++i) out[i] = C(p[i]);
+  };
+  if (a.low_dtype == DType::Float16) write.template operator()<Half>();
+  else write.template operator()<BFloat16>();
+}
+
+template <typename T>
+void sgd_typed(const FusedStepArgs& a, const SGDHyper& h) {
+  using A = acc_t<T>;
+  if (skip_step(a)) return;
+  const A factor = grad_factor<A>(a);
+  const auto c = optim_math::sgd_scalars<A>(h);
+  for (int64_t t = 0; t < a.count; ++t) {
+    const FusedTensor& f = a.tensors[t];
+    T* p = static_cast<T*>(f.param);
+    const T* g = static_cast<const T*>(f.grad);
+    A* buf = static_cast<A*>(f.state[0]);
+    const bool first = f.step != nullptr && *f.step == 0;
+    parallel_for(0, f.numel, kStepGrain, [&](int64_t begin, int64_t end) {
+      A unused = 0;
+      for (int64_t i = begin; i < end; ++i) {
+        A pv = A(acc_t<T>(p[i]));
+        optim_math::sgd_element<A>(c, pv, A(acc_t<T>(g[i])) * factor, buf ? buf[i] : unused, first);
+        p[i] = T(pv);
+      }
+    });
+    write_low_copy(a, f);
+    if (f.step != nullptr) ++*f.step;
+  }
+}
+
+template <typename T>
+void adam_typed(const FusedStepArgs& a, const AdamHyper& h) {
+  using A = acc_t<T>;
+  if (skip_step(a)) return;
+  const A factor = grad_factor<A>(a);
+  for (int64_t t = 0; t < a.count; ++t) {
+    const FusedTensor& f = a.tensors[t];
+    const auto c = optim_math::adam_scalars<A>(h, *f.step + 1);
+    T* p = static_cast<T*>(f.param);
+    const T* g = static_cast<const T*>(f.grad);
+    A* m = static_cast<A*>(f.state[0]);
+    A* v = static_cast<A*>(f.state[1]);
+    A* vmax = static_cast<A*>(f.state[2]);
+    parallel_for(0, f.numel, kStepGrain, [&](int64_t begin, int64_t end) {
+      A unused = 0;
+      for (int64_t i = begin; i < end; ++i) {
+        A pv = A(acc_t<T>(p[i]));
+        optim_math::adam_element<A>(c, pv, A(acc_t<T>(g[i])) * factor, m[i], v[i], vmax ? vmax[i] : unused);
+        p[i] = T(pv);
+      }
+    });
+    write_low_copy(a, f);
+    ++*f.step;
+  }
+}
+
+void sgd_step(const FusedStepArgs& a, const SGDHyper& h) {
+  optim::check_fused_step(a, "optim::SGD step");
+  EMBER_DISPATCH_FLOAT(a.dtype, "optim::SGD step", [&]<typename T>() { sgd_typed<T>(a, h); });
+}
+
+void adam_step(const FusedStepArgs& a, const AdamHyper& h) {
+  optim::check_fused_step(a, "optim::Adam step");
+  EMBER_DISPATCH_FLOAT(a.dtype, "optim::Adam step", [&]<typename T>() { adam_typed<T>(a, h); });
+}
+
+template <typename T>
+void norm_typed(const MultiTensorArgs& a, double norm_type, void* partials) {
+  using A = acc_t<T>;
+  A* out = static_cast<A*>(partials);
+  const bool inf = std::isinf(norm_type);
+  const A p = A(norm_type);
+  for (int64_t t = 0; t < a.count; ++t) {
+    const T* x = static_cast<const T*>(a.tensors[t].param);
+    const int64_t n = a.tensors[t].numel;
+    for (int64_t begin = 0; begin < n; begin += optim::kOptimChunk) {
+      const int64_t end = std::min(n, begin + optim::kOptimChunk);
+      A acc = 0;
+      for (int64_t i = begin; i < end; ++i) {
+        const A v = A(acc_t<T>(x[i]));
+        acc = inf ? optim_math::maximum(acc, v < A(0) ? -v : v) : acc + optim_math::abs_pow(v, p);
+      }
+      *out++ = acc;
+    }
+  }
+}
+
+void norm_partials(const MultiTensorArgs& a, double norm_type, void* partials) {
+  EMBER_DISPATCH_FLOAT(a.dtype, "clip_grad_norm_", [&]<typename T>() { norm_typed<T>(a, norm_type, partials); });
+}
+
+void scale(const MultiTensorArgs& a, const void* scale_ptr) {
+  EMBER_DISPATCH_FLOAT(a.dtype, "clip_grad_norm_", [&]<typename T>() {
+    using A = acc_t<T>;
+    const A s = *static_cast<const A*>(scale_ptr);
+    for (int64_t t = 0; t < a.count; ++t) {
+      T* x = static_cast<T*>(a.tensors[t].param);
+      parallel_for(0, a.tensors[t].numel, kCpuGrain, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) x[i] = T(A(acc_t<T>(x[i])) * s);
+      });
+    }
+  });
+}
+
+}  // namespace
+
+EMBER_REGISTER_KERNEL(optim::sgd_step_stub, DeviceType::CPU, sgd_step);
+EMBER_REGISTER_KERNEL(optim::adam_step_stub, DeviceType::CPU, adam_step);
+EMBER_REGISTER_KERNEL(optim::norm_partials_stub, DeviceType::CPU, norm_partials);
+EMBER_REGISTER_KERNEL(optim::scale_stub, DeviceType::CPU, scale);
+
+}  // namespace ember::cpu

@@ -1,0 +1,276 @@
+// CUDA layer-norm kernels (contract in ember/core/ops/layer_norm_kernels.h).
+//
+// Forward: one block per row. Rows of up to kRowThreads * kCachedVecs
+// 16-byte vectors (8192 float32, 16384 half) stay in registers: every
+// thread issues all its loads at once, the mean and then the variance are
+// exact sums over the registers (two block sums), and y is written from
+// them, so the row is read from memory once. Longer rows (or rows that are
+// not a whole number of vectors): pass 1 reads the row with 16-byte loads
+// and keeps Welford statistics (each vector's own mean and M2 merged into
+// the thread's, one division per vector), merged across the block; pass 2
+// re-reads the row (from L2: a block's row was just read) and writes y.
+// Backward: one block per row for dx (two block sums, then dx), and a
+// column kernel for dweight/dbias: each block sums 32 columns over a slice of
+// the rows into a float partial buffer, and a last kernel adds the slices.
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+
+#include "ember/core/ops.h"
+#include "ember/core/ops/layer_norm_kernels.h"
+#include "ember/kernels/cuda/common/block_reduce.cuh"
+#include "ember/kernels/cuda/common/elementwise_launch.cuh"
+
+namespace ember::cuda {
+namespace {
+
+constexpr int kRowThreads = 256;
+constexpr int kCachedVecs = 8;  // vectors of a row each thread keeps in registers
+
+template <typename T, int V>
+__device__ __forceinline__ void load_acc(const T* p, acc_t<T> (&out)[V]) {
+  Vec<T, V> v = load_vec<T, V>(p);
+#pragma unroll
+  for (int j = 0; j < V; ++j) out[j] = to_acc(v.v[j]);
+}
+
+template <typename T, typename S, int V>
+__global__ void layer_norm_forward_kernel(LayerNormArgs a) {
+  using A = acc_t<T>;
+  __shared__ Welford<S> shared[32];
+  const int64_t row = blockIdx.x;
+  const T* x = static_cast<const T*>(a.x) + row * a.cols;
+  T* y = static_cast<T*>(a.y) + row * a.cols;
+  const T* w = static_cast<const T*>(a.weight);
+  const T* b = static_cast<const T*>(a.bias);
+
+  Welford<S> stats;
+  for (int64_t c = int64_t(threadIdx.x) * V; c < a.cols; c += int64_t(blockDim.x) * V) {
+    A v[V];
+    load_acc<T, V>(x + c, v);
+    Welford<S> chunk;
+    S sum = 0;
+#pragma unroll
+    for (int j = 0; j < V; ++j) sum += S(v[j]);
+    chunk.count = S(V);
+    chunk.mean = sum / S(V);
+#pragma unroll
+    for (int j = 0; j < V; ++j) chunk.m2 += (S(v[j]) - chunk.mean) * (S(v[j]) - chunk.mean);
+    stats.merge(chunk);
+  }
+  stats = block_welford(stats, shared);
+  const S mean = stats.mean;
+  const S rstd = S(1) / ::sqrt(stats.m2 / S(a.cols) + S(a.eps));
+  if (threadIdx.x == 0) {
+    static_cast<S*>(a.mean)[row] = mean;
+    static_cast<S*>(a.rstd)[row] = rstd;
+  }
+  for (int64_t c = int64_t(threadIdx.x) * V; c < a.cols; c += int64_t(blockDim.x) * V) {
+    A v[V];
+    load_acc<T, V>(x + c, v);
+    Vec<T, V> out;
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      S r = (S(v[j]) - mean) * rstd;
+      if (w) r *= S(to_acc(w[c + j]));
+      if (b) r += S(to_acc(b[c + j]));
+      out.v[j] = from_acc<T>(A(r));
+    }
+    store_vec(y + c, out);
+  }
+}
+
+template <typename T, typename S, int V>
+__global__ void __launch_bounds__(kRowThreads) layer_norm_forward_cached_kernel(LayerNormArgs a) {
+  using A = acc_t<T>;
+  __shared__ S shared[32];
+  const int64_t row = blockIdx.x;
+  const T* x = static_cast<const T*>(a.x) + row * a.cols;
+  T* y = static_cast<T*>(a.y) + row * a.cols;
+  const T* w = static_cast<const T*>(a.weight);
+  const T* b = static_cast<const T*>(a.bias);
+  const int64_t first = int64_t(threadIdx.x) * V, stride = int64_t(kRowThreads) * V;
+
+  A v[kCachedVecs][V];
+#pragma unroll
+  for (int k = 0; k < kCachedVecs; ++k) {
+    if (first + k * stride < a.cols) load_acc<T, V>(x + first + k * stride, v[k]);
+  }
+  S sum = 0;
+#pragma unroll
+  for (int k = 0; k < kCachedVecs; ++k) {
+    if (first + k * stride >= a.cols) continue;
+#pragma unroll
+    for (int j = 0; j < V; ++j) sum += S(v[k][j]);
+  }
+  const S mean = block_sum(sum, shared) / S(a.cols);
+  S m2 = 0;
+#pragma unroll
+  for (int k = 0; k < kCachedVecs; ++k) {
+    if (first + k * stride >= a.cols) continue;
+#pragma unroll
+    for (int j = 0; j < V; ++j) m2 += (S(v[k][j]) - mean) * (S(v[k][j]) - mean);
+  }
+  const S rstd = S(1) / ::sqrt(block_sum(m2, shared) / S(a.cols) + S(a.eps));
+  if (threadIdx.x == 0) {
+    static_cast<S*>(a.mean)[row] = mean;
+    static_cast<S*>(a.rstd)[row] = rstd;
+  }
+#pragma unroll
+  for (int k = 0; k < kCachedVecs; ++k) {
+    const int64_t c = first + k * stride;
+    if (c >= a.cols) continue;
+    Vec<T, V> out;
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      S r = (S(v[k][j]) - mean) * rstd;
+      if (w) r *= S(to_acc(w[c + j]));
+      if (b) r += S(to_acc(b[c + j]));
+      out.v[j] = from_acc<T>(A(r));
+    }
+    store_vec(y + c, out);
+  }
+}
+
+template <typename T, typename S, int V>
+__global__ void layer_norm_backward_dx_kernel(LayerNormArgs a) {
+  using A = acc_t<T>;
+  __shared__ S shared[32];
+  const int64_t row = blockIdx.x;
+  const T* x = static_cast<const T*>(a.x) + row * a.cols;
+  const T* gy = static_cast<const T*>(a.grad_y) + row * a.cols;
+  const T* w = static_cast<const T*>(a.weight);
+  T* gx = static_cast<T*>(a.grad_x) + row * a.cols;
+  const S mean = static_cast<const S*>(a.mean)[row], rstd = static_cast<const S*>(a.rstd)[row];
+
+  S sum_dxhat = 0, sum_dxhat_xhat = 0;
+  for (int64_t c = int64_t(threadIdx.x) * V; c < a.cols; c += int64_t(blockDim.x) * V) {
+    A xv[V], gv[V];
+    load_acc<T, V>(x + c, xv);
+    load_acc<T, V>(gy + c, gv);
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      S dxhat = w ? S(gv[j]) * S(to_acc(w[c + j])) : S(gv[j]);
+      sum_dxhat += dxhat;
+      sum_dxhat_xhat += dxhat * (S(xv[j]) - mean) * rstd;
+    }
+  }
+  sum_dxhat = block_sum(sum_dxhat, shared);
+  sum_dxhat_xhat = block_sum(sum_dxhat_xhat, shared);
+  const S inv_n = S(1) / S(a.cols);
+  for (int64_t c = int64_t(threadIdx.x) * V; c < a.cols; c += int64_t(blockDim.x) * V) {
+    A xv[V], gv[V];
+    load_acc<T, V>(x + c, xv);
+    load_acc<T, V>(gy + c, gv);
+    Vec<T, V> out;
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      S xhat = (S(xv[j]) - mean) * rstd;
+      S dxhat = w ? S(gv[j]) * S(to_acc(w[c + j])) : S(gv[j]);
+      out.v[j] = from_acc<T>(A(rstd * (dxhat - inv_n * sum_dxhat - xhat * inv_n * sum_dxhat_xhat)));
+    }
+    store_vec(gx + c, out);
+  }
+}
+
+// Block (32, 8): 32 columns; the 8 thread rows and gridDim.y blocks split the rows.
+template <typename T, typename S>
+__global__ void layer_norm_backward_params_kernel(LayerNormArgs a, S* partial_w, S* partial_b) {
+  __shared__ S sw[8][33], sb[8][33];
+  const int64_t c = int64_t(blockIdx.x) * 32 + threadIdx.x;
+  S dw = 0, db = 0;
+  if (c < a.cols) {
+    const T* x = static_cast<const T*>(a.x);
+    const T* gy = static_cast<const T*>(a.grad_y);
+    const S* mean = static_cast<const S*>(a.mean);
+    const S* rstd = static_cast<const S*>(a.rstd);
+    for (int64_t r = int64_t(blockIdx.y) * 8 + threadIdx.y; r < a.rows; r += int64_t(gridDim.y) * 8) {
+      S g = S(to_acc(gy[r * a.cols + c]));
+      dw += g * (S(to_acc(x[r * a.cols + c])) - mean[r]) * rstd[r];
+      db += g;
+    }
+  }
+  sw[threadIdx.y][threadIdx.x] = dw;
+  sb[threadIdx.y][threadIdx.x] = db;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < a.cols) {
+    for (int i = 1; i < 8; ++i) {
+      dw += sw[i][threadIdx.x];
+      db += sb[i][threadIdx.x];
+    }
+    partial_w[int64_t(blockIdx.y) * a.cols + c] = dw;
+    partial_b[int64_t(blockIdx.y) * a.cols + c] = db;
+  }
+}
+
+template <typename T, typename S>
+__global__ void layer_norm_sum_partials_kernel(LayerNormArgs a, const S* partial_w, const S* partial_b, int slices) {
+  const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= a.cols) return;
+  S dw = 0, db = 0;
+  for (int i = 0; i < slices; ++i) {
+    dw += partial_w[int64_t(i) * a.cols + c];
+    db += partial_b[int64_t(i) * a.cols + c];
+  }
+  if (a.grad_weight) static_cast<T*>(a.grad_weight)[c] = from_acc<T>(acc_t<T>(dw));
+  if (a.grad_bias) static_cast<T*>(a.grad_bias)[c] = from_acc<T>(acc_t<T>(db));
+}
+
+// 16-byte vectors when they divide the row and the row tensors (`rows`:
+// x, y or the gradients) start 16-byte aligned (a contiguous view can start
+// anywhere); else one element at a time.
+template <typename T, typename Launch>
+void with_vector_width(int64_t cols, std::initializer_list<const void*> rows, Launch launch) {
+  constexpr int V = kVecWidth<T>;
+  bool vectors = cols % V == 0;
+  for (const void* p : rows) vectors = vectors && aligned16(p);
+  if (vectors) launch.template operator()<V>();
+  else launch.template operator()<1>();
+}
+
+void forward(const LayerNormArgs& a) {
+  DeviceGuard guard(a.device);
+  cudaStream_t stream = current_stream(a.device).handle();
+  EMBER_DISPATCH_FLOAT(a.dtype, "layer_norm", [&]<typename T>() {
+    using S = std::conditional_t<std::is_same_v<T, double>, double, float>;
+    with_vector_width<T>(a.cols, {a.x, a.y}, [&]<int V>() {
+      if (V > 1 && a.cols <= int64_t(kRowThreads) * kCachedVecs * V) {
+        layer_norm_forward_cached_kernel<T, S, V><<<unsigned(a.rows), kRowThreads, 0, stream>>>(a);
+      } else {
+        layer_norm_forward_kernel<T, S, V><<<unsigned(a.rows), kRowThreads, 0, stream>>>(a);
+      }
+      EMBER_CUDA_CHECK_LAUNCH();
+    });
+  });
+}
+
+void backward(const LayerNormArgs& a) {
+  DeviceGuard guard(a.device);
+  cudaStream_t stream = current_stream(a.device).handle();
+  EMBER_DISPATCH_FLOAT(a.dtype, "layer_norm_backward", [&]<typename T>() {
+    using S = std::conditional_t<std::is_same_v<T, double>, double, float>;
+    with_vector_width<T>(a.cols, {a.x, a.grad_y, a.grad_x}, [&]<int V>() {
+      layer_norm_backward_dx_kernel<T, S, V><<<unsigned(a.rows), kRowThreads, 0, stream>>>(a);
+      EMBER_CUDA_CHECK_LAUNCH();
+    });
+    if (!a.grad_weight && !a.grad_bias) return;
+    int64_t col_blocks = (a.cols + 31) / 32;
+    int slices = int(std::clamp<int64_t>(4 * properties(a.device).multiprocessor_count / col_blocks, 1,
+                                         std::min<int64_t>((a.rows + 7) / 8, 1024)));
+    Tensor partial = empty({2, slices, a.cols}, layer_norm_stats_dtype(a.dtype), cuda_device(a.device));
+    S* pw = static_cast<S*>(partial.data_ptr());
+    S* pb = pw + int64_t(slices) * a.cols;
+    layer_norm_backward_params_kernel<T, S>
+        <<<dim3(unsigned(col_blocks), unsigned(slices)), dim3(32, 8), 0, stream>>>(a, pw, pb);
+    EMBER_CUDA_CHECK_LAUNCH();
+    layer_norm_sum_partials_kernel<T, S><<<unsigned((a.cols + 255) / 256), 256, 0, stream>>>(a, pw, pb, slices);
+    EMBER_CUDA_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace
+
+EMBER_REGISTER_KERNEL(layer_norm_forward_stub, DeviceType::CUDA, forward);
+EMBER_REGISTER_KERNEL(layer_norm_backward_stub, DeviceType::CUDA, backward);
+
+}  // namespace ember::cuda

@@ -1,0 +1,53 @@
+// One GEMM on cublasLt with an optional bias or bias-gradient epilogue, and
+// the choice of its algorithm per problem. Internal to the CUDA kernels:
+// gemm_stub's, gemm_bias_stub's and gemm_bias_grad_stub's CUDA kernels call
+// it.
+//
+// Contract:
+// - lt_matmul(g, e) computes, for one matrix (g.batch == 1),
+//     C = alpha * op(A) * op(B) + beta * C
+//   exactly as gemm_stub's contract says (ember/core/ops/gemm_kernels.h), with C of
+//   e.c_dtype (g.dtype, or float32 for float16 and bfloat16 A and B) and at
+//   most one epilogue: e.bias, a dense vector of n elements of e.c_dtype
+//   added in every row of C to the accumulator before the single rounding
+//   (cublasLt's BIAS), or e.bias_grad, a dense vector of m elements of
+//   e.c_dtype that receives the row sums of op(A) (BGRADB). It runs on the
+//   current stream of g.device (the caller holds a DeviceGuard for it) and
+//   returns true; or it declines, returns false and writes nothing: for
+//   non-floating dtypes, the shapes PyTorch also keeps off cublasLt (a dim
+//   of 1, or one of 65535 * 32 or more), leading dims narrower than the rows
+//   they hold (the caller's cuBLAS fallback names those in its error), and
+//   when cublasLt offers no algorithm.
+// - The algorithm depends only on the problem (device, dtypes, compute type,
+//   transposes, sizes, leading dims, pointer alignments, epilogue) and is
+//   chosen once per problem, then kept for the life of the process, so that
+//   every later call (and every replay of a graph that captured one) runs
+//   the same kernel and gives the same bits. Its cublasLt descriptors are
+//   made once per (problem, thread) and kept too. With gemm_autotune() on (the
+//   default) and the stream not capturing a graph, the first call times each
+//   of cublasLt's first kCandidates heuristic answers
+//   (ember/kernels/cuda/libraries/fastest_candidate.h, writing a scratch copy of C when beta
+//   reads it) and keeps the fastest: that call waits for the device.
+//   Otherwise, or when no candidate ran, the heuristic's
+//   first answer is kept.
+// - For float16 and bfloat16 operands only split-K schemes that reduce in
+//   the compute type (float) are allowed, so the result is rounded once.
+#pragma once
+
+#include "ember/core/ops/gemm_kernels.h"
+
+namespace ember::cuda {
+
+inline constexpr int kCandidates = 8;
+
+// What C is and what the GEMM's epilogue adds (at most one of bias and
+// bias_grad).
+struct LtEpilogue {
+  DType c_dtype;
+  const void* bias = nullptr;
+  void* bias_grad = nullptr;
+};
+
+bool lt_matmul(const GemmArgs& g, const LtEpilogue& e);
+
+}  // namespace ember::cuda

@@ -1,0 +1,89 @@
+// Sequential and ModuleList: registration by position, indexing, forward
+// and clone.
+#include "ember/nn/container.h"
+
+namespace ember::nn {
+
+size_t detail::container_position(const char* container, int64_t index, size_t n) {
+  int64_t size = int64_t(n);
+  EMBER_CHECK(index >= -size && index < size,
+              container << ": index " << index << " is out of range for a " << container << " of size " << size);
+  return size_t(index < 0 ? index + size : index);
+}
+
+// ---------------------------------------------------------------- Sequential
+
+Sequential::Sequential(std::vector<std::shared_ptr<UnaryModule>> modules) {
+  for (auto& m : modules) push_back(std::move(m));
+}
+
+void Sequential::push_back(std::shared_ptr<UnaryModule> module) {
+  push_back(std::to_string(modules_.size()), std::move(module));
+}
+
+void Sequential::push_back(std::string name, std::shared_ptr<UnaryModule> module) {
+  modules_.push_back(register_module(std::move(name), std::move(module)));
+}
+
+std::shared_ptr<UnaryModule> Sequential::operator[](int64_t index) const {
+  return modules_[detail::container_position("Sequential", index, modules_.size())];
+}
+
+Tensor Sequential::forward(const Tensor& input) {
+  Tensor x = input;
+  for (const auto& m : modules_) x = m->forward(x);
+  return x;
+}
+
+std::shared_ptr<Module> Sequential::clone() const {
+  auto copy = std::make_shared<Sequential>();
+  auto names = named_children().keys();
+  for (size_t i = 0; i < modules_.size(); ++i) {
+    copy->push_back(names[i], nn::clone(modules_[i]));
+  }
+  copy->copy_state_from(*this);
+  return copy;
+}
+
+void Sequential::replace_module(const std::string& name, std::shared_ptr<Module> module) {
+  auto unary = std::dynamic_pointer_cast<UnaryModule>(module);
+  EMBER_CHECK(module == nullptr || unary != nullptr, "Sequential::replace_module: '"
+                                                         << name << "' would become a " << module->name()
+                                                         << ", which is not a UnaryModule (one tensor in, one out)");
+  const std::vector<std::string> names = named_children().keys();
+  Module::replace_module(name, module);
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == name) modules_[i] = unary;
+  }
+}
+
+// ---------------------------------------------------------------- ModuleList
+
+ModuleList::ModuleList(std::vector<std::shared_ptr<Module>> modules) {
+  for (auto& m : modules) push_back(std::move(m));
+}
+
+void ModuleList::push_back(std::shared_ptr<Module> module) {
+  modules_.push_back(register_module(std::to_string(modules_.size()), std::move(module)));
+}
+
+std::shared_ptr<Module> ModuleList::operator[](int64_t index) const {
+  return modules_[detail::container_position("ModuleList", index, modules_.size())];
+}
+
+void ModuleList::replace_module(const std::string& name, std::shared_ptr<Module> module) {
+  const std::vector<std::string> names = named_children().keys();
+  Module::replace_module(name, module);
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == name) modules_[i] = module;
+  }
+}
+
+std::shared_ptr<Module> ModuleList::clone() const {
+  auto copy = std::make_shared<ModuleList>();
+  for (const auto& m : modules_) copy->push_back(nn::clone(m));
+  copy->copy_state_from(*this);
+  return copy;
+}
+
+}  // namespace ember::nn
