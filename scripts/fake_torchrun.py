@@ -29,6 +29,9 @@ def main():
     ap.add_argument("--nnodes", default="1")
     ap.add_argument("--rdzv-backend", "--rdzv_backend", default="static")
     ap.add_argument("--rdzv-endpoint", "--rdzv_endpoint", default="")
+    # torchrun runs a non-Python program only with --no-python; this agent
+    # always runs the program directly, so the flag changes nothing here.
+    ap.add_argument("--no-python", "--no_python", action="store_true")
     ap.add_argument("program")
     ap.add_argument("args", nargs=argparse.REMAINDER)
     a = ap.parse_args()

@@ -1,5 +1,6 @@
 #!/bin/sh
-# ember-train under torchrun (PyTorch 2.x): its ranks join the store that
+# ember-train under torchrun (PyTorch 2.x), started as any non-Python
+# program is (`torchrun --no-python ...`): its ranks join the store that
 # torchrun's agent hosts (TORCHELASTIC_USE_AGENT_STORE=True), speaking
 # PyTorch's TCPStore protocol. Runs a few training steps on the CPU with gloo
 # at 2 and 3 ranks and on the GPU with nccl at 1 rank, each under
@@ -40,7 +41,7 @@ run_case() {
   fi
   start=$(date +%s)
   # shellcheck disable=SC2086  # TORCHRUN and rdzv are word lists
-  timeout 120 $TORCHRUN $rdzv --nproc-per-node "$nproc" "$train" --data "$data" --device "$device" --distributed \
+  timeout 120 $TORCHRUN $rdzv --no-python --nproc-per-node "$nproc" "$train" --data "$data" --device "$device" --distributed \
     --model mlp --epochs 1 --limit-train 512 --limit-test 128 --batch-size 32 --dist-timeout 60 \
     >"$log/$name.$mode" 2>&1
   rc=$?

@@ -183,7 +183,7 @@ const std::vector<Flag>& flags() {
       {"--distributed", nullptr,
        "train as one rank of a data-parallel run (DistributedDataParallel): join the "
        "process group that the launcher's variables describe (RANK, WORLD_SIZE, "
-       "MASTER_ADDR, MASTER_PORT). Implied under ember-run (or torchrun, mpirun, srun) "
+       "MASTER_ADDR, MASTER_PORT). Implied under ember-run (or torchrun --no-python, mpirun, srun) "
        "with more than one rank. Each rank trains on its share of the training set "
        "(DistributedSampler) and evaluates its share of the test set; rank 0 prints, logs "
        "and checkpoints. On the CPU through gloo; on CUDA through nccl, local rank k on "
