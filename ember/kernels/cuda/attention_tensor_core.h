@@ -7,12 +7,15 @@
 //
 // Contract:
 // - attention_tensor_core_forward(a, stream) / _backward(a, stream) launch
-//   the path on `stream` and return true when it takes `a`: dtype Float16 or
-//   BFloat16, head_dim == value_dim in {32, 64, 96, 128, 256}, a device of
-//   compute capability 8.0 or newer, 16-byte aligned base pointers and row
-//   strides (in bytes) for every operand. Otherwise they launch nothing and
-//   return false. Neither synchronizes the host. The caller has made
-//   a.device current.
+//   the path on `stream` (the current stream of a.device, which the caller
+//   has made current: the backward's workspace comes from that stream) and
+//   return true when it takes `a`: dtype Float16 or BFloat16,
+//   head_dim == value_dim in {32, 64, 96, 128, 256} (backward: up to 128),
+//   no mask or a Bool mask or one of q's dtype, a device of compute
+//   capability 8.0 or newer, 16-byte aligned base pointers and strides that
+//   are multiples of 8 elements for every operand. Otherwise they launch
+//   nothing and return false. Causal, masks and dropout are all taken. The
+//   backward is deterministic (no atomics). Neither synchronizes the host.
 // - force_attention_path(path) makes every later CUDA fused attention in this
 //   process take `path` (AttentionPath::Auto: the tensor cores where they take
 //   the call, else SIMT) and returns the previous setting; a debugging and
