@@ -16,26 +16,17 @@
 //   are multiples of 8 elements for every operand. Otherwise they launch
 //   nothing and return false. Causal, masks and dropout are all taken. The
 //   backward is deterministic (no atomics). Neither synchronizes the host.
-// - force_attention_path(path) makes every later CUDA fused attention in this
-//   process take `path` (AttentionPath::Auto: the tensor cores where they take
-//   the call, else SIMT) and returns the previous setting; a debugging and
-//   benchmarking switch, read by every thread, set by one. Forcing TensorCore
-//   on a call the path cannot take is an ember::Error naming the path, the
-//   shape and why (thrown by attention_tensor_core_forward/_backward).
-//   Forcing Simt makes both functions return false.
+// - force_attention_path (ember/kernels/cuda/attention_path.h): with
+//   AttentionPath::Simt both functions return false; with TensorCore, a call
+//   they cannot take is an ember::Error naming the path, the shape and why.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include "ember/core/ops/attention_kernels.h"
+#include "ember/kernels/cuda/attention_path.h"
 
 namespace ember::cuda {
-
-enum class AttentionPath { Auto, Simt, TensorCore };
-
-const char* attention_path_name(AttentionPath path);
-AttentionPath force_attention_path(AttentionPath path);
-AttentionPath forced_attention_path();
 
 // Launch the tensor-core path if it takes `a`; returns false, launching
 // nothing, otherwise (or throws when TensorCore is forced, as above).
