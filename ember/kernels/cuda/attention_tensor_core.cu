@@ -46,7 +46,10 @@
 #include "ember/kernels/cuda/attention_tensor_core.h"
 #include "ember/kernels/cuda/common/workspace.h"
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+// The kernels need sm_80 (cp.async, bfloat16 mma): compiled for an older
+// architecture, their bodies and helpers are left out (the launchers never
+// launch them there). The host pass sees everything.
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
 #define EMBER_ATTENTION_TENSOR_CORES 1
 #else
 #define EMBER_ATTENTION_TENSOR_CORES 0
@@ -60,7 +63,6 @@ constexpr int kThreads = kWarps * 32;
 constexpr int kRowsPerBlock = kWarps * 16;  // query rows of a forward/dQ block, keys of a dK/dV block
 constexpr int kPad = 8;                     // elements added to every shared-memory row (16 bytes)
 constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kLn2 = 0.6931471805599453f;
 
 // Keys per tile of the forward and dQ kernels, query rows per tile of the
 // dK/dV kernel: the score tile and the accumulators of a warp share its
@@ -71,6 +73,8 @@ constexpr int q_block_backward(int d) { return d <= 64 ? 64 : 32; }
 // ---------------------------------------------------------------------------
 // CUDA kernels
 // ---------------------------------------------------------------------------
+
+#if EMBER_ATTENTION_TENSOR_CORES
 
 template <typename T>
 __device__ __forceinline__ float to_float(T x) {
@@ -93,23 +97,15 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
 __device__ __forceinline__ uint32_t shared_address(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
 
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src) {
-#if EMBER_ATTENTION_TENSOR_CORES
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
-#endif
 }
 
-__device__ __forceinline__ void cp_async_commit() {
-#if EMBER_ATTENTION_TENSOR_CORES
-  asm volatile("cp.async.commit_group;\n" ::);
-#endif
-}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 
 // Waits until at most `pending` of this thread's committed groups are in flight.
 template <int pending>
 __device__ __forceinline__ void cp_async_wait() {
-#if EMBER_ATTENTION_TENSOR_CORES
   asm volatile("cp.async.wait_group %0;\n" ::"n"(pending));
-#endif
 }
 
 __device__ __forceinline__ void store_shared_zero16(uint32_t dst) {
@@ -117,25 +113,20 @@ __device__ __forceinline__ void store_shared_zero16(uint32_t dst) {
 }
 
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
-#if EMBER_ATTENTION_TENSOR_CORES
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr));
-#endif
 }
 
 __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
-#if EMBER_ATTENTION_TENSOR_CORES
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr));
-#endif
 }
 
 // c[16 x 8] += a[16 x 16] b[16 x 8].
 template <typename T>
 __device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-#if EMBER_ATTENTION_TENSOR_CORES
   if constexpr (std::is_same_v<T, Half>) {
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
@@ -149,7 +140,6 @@ __device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4],
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
   }
-#endif
 }
 
 // acc[16 x N] += A[16 x K] B[N x K]^T. a: the warp's first A row in shared
@@ -275,6 +265,8 @@ struct Head {
   }
 };
 
+#endif  // EMBER_ATTENTION_TENSOR_CORES
+
 // Forward: out and logsumexp of 64 query rows (blockIdx.x) of the (batch
 // blockIdx.z, head blockIdx.y).
 template <typename T, int D>
@@ -385,6 +377,7 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(const Atten
     for (int n = 0; n < D / 8; ++n) {
       *reinterpret_cast<uint32_t*>(row + n * 8 + 2 * t) = pack2<T>(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
     }
+    constexpr float kLn2 = 0.6931471805599453f;
     if (t == 0) lse[i] = total > 0.f ? (m[r] + log2f(total)) * kLn2 : -INFINITY;
   }
 #endif
@@ -394,6 +387,7 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(const Atten
 // one warp per row, 16-byte loads.
 template <typename T, int D>
 __global__ void __launch_bounds__(256) attention_row_dot_kernel(const AttentionArgs a, float* row_dot) {
+#if EMBER_ATTENTION_TENSOR_CORES
   const int64_t row = int64_t(blockIdx.x) * 8 + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= a.batch * a.heads * a.q_len) return;
@@ -412,8 +406,10 @@ __global__ void __launch_bounds__(256) attention_row_dot_kernel(const AttentionA
 #pragma unroll
   for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
   if (lane == 0) row_dot[row] = sum;
+#endif
 }
 
+#if EMBER_ATTENTION_TENSOR_CORES
 // The backward's probabilities of one accumulator tile, in place: P (p),
 // and dS = P * (dP * Z - D) (dp), Z the dropout factor; P is multiplied by
 // Z after dS is formed (the dropped probabilities, which dV needs). Rows
@@ -445,6 +441,7 @@ __device__ __forceinline__ void backward_probabilities(const Head& hd, float sca
 }
 
 __device__ __forceinline__ float lse_base2(float lse) { return lse == -INFINITY ? INFINITY : lse * kLog2e; }
+#endif  // EMBER_ATTENTION_TENSOR_CORES
 
 // dK and dV of 64 keys (blockIdx.x) of the (batch blockIdx.z, head
 // blockIdx.y), summed over query tiles of q_block_backward(D) rows.
