@@ -676,8 +676,11 @@ bool takes(const AttentionArgs& a, bool backward) {
 template <typename... Params>
 void launch(void (*kernel)(Params...), dim3 grid, size_t shared_bytes, cudaStream_t stream,
             std::type_identity_t<Params>... args) {
+  constexpr size_t kDefaultLimit = 48 * 1024;
   if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;
-  EMBER_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared_bytes)));
+  if (shared_bytes > kDefaultLimit) {
+    EMBER_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared_bytes)));
+  }
   kernel<<<grid, kThreads, shared_bytes, stream>>>(args...);
   EMBER_CUDA_CHECK_LAUNCH();
 }
