@@ -85,6 +85,25 @@ double LinearLR::lr_at(size_t group, int64_t epoch) const {
   return base_lrs_[group] * (start_factor_ + (end_factor_ - start_factor_) * done);
 }
 
+// ---------------- LambdaLR ----------------
+
+LambdaLR::LambdaLR(Optimizer& optimizer, Lambda lr_lambda)
+    : LambdaLR(optimizer, std::vector<Lambda>(optimizer.param_groups().size(), lr_lambda)) {}
+
+LambdaLR::LambdaLR(Optimizer& optimizer, std::vector<Lambda> lr_lambdas)
+    : LRScheduler(optimizer), lambdas_(std::move(lr_lambdas)) {
+  EMBER_CHECK(lambdas_.size() == base_lrs_.size(), "LambdaLR: expected " << base_lrs_.size()
+                                                                         << " lr_lambdas (one per parameter group), "
+                                                                            "but got "
+                                                                         << lambdas_.size());
+  for (size_t g = 0; g < lambdas_.size(); ++g) {
+    EMBER_CHECK(lambdas_[g], "LambdaLR: lr_lambda " << g << " is empty; pass a function of the epoch");
+  }
+  initial_step();
+}
+
+double LambdaLR::lr_at(size_t group, int64_t epoch) const { return base_lrs_[group] * lambdas_[group](epoch); }
+
 // ---------------- OneCycleLR ----------------
 
 OneCycleLR::OneCycleLR(Optimizer& optimizer, double max_lr, int64_t total_steps, OneCycleOptions options)

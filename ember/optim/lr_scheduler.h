@@ -1,6 +1,6 @@
 // Learning-rate schedulers with PyTorch's closed-form values: StepLR,
-// CosineAnnealingLR, LinearLR and OneCycleLR; and ReduceLROnPlateau, which
-// follows a metric (at the end of this file).
+// CosineAnnealingLR, LinearLR, OneCycleLR and LambdaLR; and
+// ReduceLROnPlateau, which follows a metric (at the end of this file).
 //
 // Contract:
 // - A scheduler holds a reference to its optimizer, which must outlive it.
@@ -13,12 +13,14 @@
 //     CosineAnnealingLR  eta_min + (base_lr - eta_min) * (1 + cos(pi * epoch / T_max)) / 2
 //     LinearLR           base_lr * (start + (end - start) * min(epoch, total_iters) / total_iters)
 //     OneCycleLR         torch.optim.lr_scheduler.OneCycleLR (see below)
+//     LambdaLR           base_lr * lr_lambda(epoch)
 // - get_last_lr() is the lrs the last step() (or the constructor) set.
 // - state_dict()/load_state_dict() save and restore last_epoch, base_lrs and
 //   last_lrs; the optimizer's own state dict restores the groups' lr.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "ember/optim/optimizer.h"
@@ -101,6 +103,26 @@ class LinearLR : public LRScheduler {
  private:
   double start_factor_, end_factor_;
   int64_t total_iters_;
+};
+
+// torch.optim.lr_scheduler.LambdaLR: each group's lr is its base_lr times a
+// factor the caller computes from the epoch (a step, when stepped per
+// batch), e.g. a linear warmup then a cosine decay:
+//   LambdaLR s(opt, [=](int64_t t) { return t < warmup ? (t + 1.0) / warmup : cosine_factor(t); });
+// One function serves every group, or one per group (another count is an
+// ember::Error, as in PyTorch). As in PyTorch, state_dict() does not hold the
+// functions: a resumed run passes the same ones to the constructor.
+class LambdaLR : public LRScheduler {
+ public:
+  using Lambda = std::function<double(int64_t epoch)>;
+  LambdaLR(Optimizer& optimizer, Lambda lr_lambda);
+  LambdaLR(Optimizer& optimizer, std::vector<Lambda> lr_lambdas);
+
+ protected:
+  double lr_at(size_t group, int64_t epoch) const override;
+
+ private:
+  std::vector<Lambda> lambdas_;  // one per group
 };
 
 // torch.optim.lr_scheduler.OneCycleLR: the lr rises from max_lr / div_factor
