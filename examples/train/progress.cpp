@@ -28,8 +28,9 @@ std::string format_duration(double seconds) {
   return buf;
 }
 
-Progress::Progress(std::string label, int64_t total, Mode mode)
+Progress::Progress(std::string label, int64_t total, Mode mode, std::string unit)
     : label_(std::move(label)),
+      unit_(std::move(unit)),
       total_(std::max<int64_t>(total, 1)),
       mode_(mode),
       tty_(isatty(fileno(stderr)) == 1),
@@ -52,7 +53,8 @@ void Progress::draw(int64_t done, int64_t samples, double loss) {
   char stats[128];
   int n = std::snprintf(stats, sizeof stats, "%lld/%lld", static_cast<long long>(done), static_cast<long long>(total_));
   if (loss >= 0) n += std::snprintf(stats + n, sizeof stats - size_t(n), "  loss %.4f", loss);
-  std::snprintf(stats + n, sizeof stats - size_t(n), "  %.0f samples/s  ETA %s", rate, format_duration(eta).c_str());
+  std::snprintf(stats + n, sizeof stats - size_t(n), "  %.0f %s/s  ETA %s", rate, unit_.c_str(),
+                format_duration(eta).c_str());
   if (tty_) {
     const int filled = int(int64_t(kBarWidth) * std::min(done, total_) / total_);
     std::string bar(size_t(filled), '=');

@@ -1,5 +1,6 @@
 // A progress display on stderr for a loop over batches: batch i/N, the
-// running loss, samples/s and the time left.
+// running loss, samples/s (or another unit: ember-gpt counts tokens) and
+// the time left.
 //
 //   Progress bar("epoch 1/10", loader.size(), Progress::Mode::Lines);
 //   for (...) { ...; if (bar.due(i + 1)) bar.draw(i + 1, samples, running_loss()); }
@@ -26,7 +27,8 @@ class Progress {
  public:
   enum class Mode { Lines, Silent };  // what to do when stderr is not a terminal
 
-  Progress(std::string label, int64_t total, Mode mode);
+  // unit names what draw()'s count counts, e.g. "samples" -> "123 samples/s".
+  Progress(std::string label, int64_t total, Mode mode, std::string unit = "samples");
   ~Progress();
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
@@ -40,6 +42,7 @@ class Progress {
   using Clock = std::chrono::steady_clock;
 
   std::string label_;
+  std::string unit_;
   int64_t total_;
   Mode mode_;
   bool tty_;

@@ -1,0 +1,120 @@
+// The GPT, its GPT-2 initialization and sampling (see examples/gpt/model.h).
+#include "examples/gpt/model.h"
+
+#include <cmath>
+
+#include "ember/core/error.h"
+#include "ember/core/grad_mode.h"
+#include "ember/core/ops.h"
+
+namespace ember::gpt {
+
+std::string GptConfig::str() const {
+  return std::to_string(layers) + " layers, width " + std::to_string(width) + ", " + std::to_string(heads) +
+         " heads, context " + std::to_string(context) + ", vocab " + std::to_string(vocab);
+}
+
+Block::Block(const GptConfig& config) : config(config) {
+  const int64_t w = config.width;
+  ln1 = register_module("ln1", std::make_shared<nn::LayerNorm>(Shape{w}));
+  attn_qkv = register_module("attn_qkv", std::make_shared<nn::Linear>(w, 3 * w));
+  attn_proj = register_module("attn_proj", std::make_shared<nn::Linear>(w, w));
+  ln2 = register_module("ln2", std::make_shared<nn::LayerNorm>(Shape{w}));
+  mlp = register_module("mlp", std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(w, 4 * w),
+                                                                std::make_shared<nn::GELU>("tanh"),
+                                                                std::make_shared<nn::Linear>(4 * w, w),
+                                                                std::make_shared<nn::Dropout>(config.dropout)));
+}
+
+Tensor Block::attention(const Tensor& x) {
+  const int64_t B = x.size(0), T = x.size(1), C = config.width, H = config.heads;
+  // (B, T, 3C) -> (3, B, H, T, hd): q, k and v are strided views of one tensor.
+  const Tensor qkv = (*attn_qkv)(x).view({B, T, 3, H, C / H}).permute({2, 0, 3, 1, 4});
+  const double p = is_training() ? config.dropout : 0.0;
+  const Tensor y = nn::functional::scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], {}, p, /*is_causal=*/true);
+  // (B, H, T, hd) -> (B, T, C)
+  Tensor out = (*attn_proj)(y.transpose(1, 2).reshape({B, T, C}));
+  return p > 0 ? nn::functional::dropout(out, p, true) : out;
+}
+
+Tensor Block::forward(const Tensor& x) {
+  const Tensor y = x + attention((*ln1)(x));
+  return y + (*mlp)((*ln2)(y));
+}
+
+Gpt::Gpt(const GptConfig& config) : config(config) {
+  EMBER_CHECK(config.width % config.heads == 0, "ember-gpt: width " << config.width << " is not a multiple of heads "
+                                                                    << config.heads << "; choose a width that "
+                                                                    << config.heads << " heads divide");
+  tok = register_module("tok", std::make_shared<nn::Embedding>(config.vocab, config.width));
+  pos = register_module("pos", std::make_shared<nn::Embedding>(config.context, config.width));
+  drop = register_module("drop", std::make_shared<nn::Dropout>(config.dropout));
+  blocks = register_module("blocks", std::make_shared<nn::Sequential>());
+  for (int64_t i = 0; i < config.layers; ++i) blocks->push_back(std::make_shared<Block>(config));
+  ln_f = register_module("ln_f", std::make_shared<nn::LayerNorm>(Shape{config.width}));
+  head = register_module("head", std::make_shared<nn::Linear>(config.width, config.vocab, /*bias=*/false));
+  head->replace_parameter("weight", tok->weight);
+}
+
+Tensor Gpt::forward(const Tensor& ids) {
+  const int64_t T = ids.size(1);
+  EMBER_CHECK(T >= 1 && T <= config.context,
+              "ember-gpt: a sequence of " << T << " tokens does not fit the context of " << config.context);
+  const Tensor x = (*drop)((*tok)(ids) + (*pos)(arange(T, DType::Int64, ids.device())));
+  return (*head)((*ln_f)((*blocks)(x)));
+}
+
+Tensor Gpt::loss(const Tensor& logits, const Tensor& target) {
+  return nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), target.reshape({-1}));
+}
+
+void init_gpt2(Gpt& model, Generator* gen) {
+  NoGradGuard no_grad;
+  constexpr double kStd = 0.02;
+  const double residual_std = kStd / std::sqrt(2.0 * double(model.config.layers));
+  nn::init::normal_(model.tok->weight, 0, kStd, gen);
+  nn::init::normal_(model.pos->weight, 0, kStd, gen);
+  for (const auto& m : model.blocks->children()) {
+    auto& block = dynamic_cast<Block&>(*m);
+    auto& fc = dynamic_cast<nn::Linear&>(*block.mlp->children()[0]);
+    auto& fc_out = dynamic_cast<nn::Linear&>(*block.mlp->children()[2]);
+    for (nn::Linear* linear : {block.attn_qkv.get(), block.attn_proj.get(), &fc, &fc_out}) {
+      const bool residual = linear == block.attn_proj.get() || linear == &fc_out;
+      nn::init::normal_(linear->weight, 0, residual ? residual_std : kStd, gen);
+      nn::init::zeros_(linear->bias);
+    }
+  }
+}
+
+std::vector<int64_t> generate(Gpt& model, const std::vector<int64_t>& prompt, int64_t count,
+                              const SampleOptions& options, Generator& gen) {
+  EMBER_CHECK(!prompt.empty(), "ember-gpt: generation needs at least one prompt token");
+  EMBER_CHECK(options.temperature > 0, "ember-gpt: the temperature must be positive, not " << options.temperature);
+  NoGradGuard no_grad;
+  const bool was_training = model.is_training();
+  model.eval();
+  const Device device = model.tok->weight.device();
+  std::vector<int64_t> tokens = prompt, generated;
+  for (int64_t i = 0; i < count; ++i) {
+    const size_t n = std::min<size_t>(tokens.size(), size_t(model.config.context));
+    const std::vector<int64_t> window(tokens.end() - std::ptrdiff_t(n), tokens.end());
+    const Tensor ids = from_vector(window, {1, int64_t(n)}, device);
+    // The last position's logits (vocab), in float32 whatever the model's dtype.
+    Tensor logits = model.forward(ids).select(1, int64_t(n) - 1).select(0, 0).to(DType::Float32);
+    logits = logits / options.temperature;
+    int64_t next = 0;
+    if (options.top_k > 0 && options.top_k < model.config.vocab) {
+      auto [values, indices] = topk(logits, options.top_k);
+      const Tensor pick = multinomial(softmax(values, -1), 1, false, &gen);
+      next = index_select(indices, 0, pick).cpu().item<int64_t>();
+    } else {
+      next = multinomial(softmax(logits, -1), 1, false, &gen).cpu().item<int64_t>();
+    }
+    tokens.push_back(next);
+    generated.push_back(next);
+  }
+  model.train(was_training);
+  return generated;
+}
+
+}  // namespace ember::gpt
