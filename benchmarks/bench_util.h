@@ -9,7 +9,8 @@
 //   the usage line to stderr and exits with status 2: a benchmark is a
 //   program, not a library, and a mistyped flag must not run a long
 //   benchmark with the default. list() reads "a,b,c": each value among the
-//   allowed ones, none twice, in the order given.
+//   allowed ones, none twice, in the order given; counts() the same of
+//   integers ("8,16,32").
 // - device(): "--device cpu|cuda"; cuda:0 by default when a GPU is visible,
 //   the CPU otherwise; "--device cuda" with no GPU visible is a usage error.
 // - backward_and_step(): loss.backward() and optimizer.step(), or, with a
@@ -17,6 +18,13 @@
 //   gradient, and the scale's update: the end of every benchmark's
 //   training step in float32 and in mixed precision alike; backward() and
 //   step() are its two halves.
+// - format(): printf into a std::string.
+// - timing_description(): where and how time_steps() times, for a
+//   benchmark's header line.
+// - cells_or_error(): a table row's cells after its leading ones, or, when
+//   measuring throws, "OOM" (ember::OutOfMemoryError: an expected outcome
+//   of a size too large) or "failed" (any other ember::Error, which also
+//   sets `failed`) and blank cells, the error on stderr.
 // - time_steps(): runs `step` warmup times, then `steps` times, and returns
 //   each timed step's milliseconds: on a CUDA device the time between CUDA
 //   events recorded on its current stream before and after the step,
@@ -29,6 +37,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdarg>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -41,6 +50,7 @@
 
 #include "ember/ember.h"
 #if EMBER_WITH_CUDA
+#include "ember/core/cuda/device.h"
 #include "ember/core/cuda/event.h"
 #include "ember/core/cuda/stream.h"
 #endif
@@ -105,6 +115,28 @@ class Flags {
     if (v->empty() || *end != '\0' || n < 1 || n > max)
       fail(flag + ": expected a count from 1 to " + std::to_string(max) + ", got '" + *v + "'");
     return n;
+  }
+
+  // A comma-separated list of integers from 1 to max ("8,16,32"), each
+  // once, in the order given; fallback when absent.
+  std::vector<int64_t> counts(const std::string& flag, const std::vector<int64_t>& fallback, int64_t max) {
+    const std::optional<std::string> v = take(flag);
+    if (!v) return fallback;
+    std::vector<int64_t> items;
+    size_t begin = 0;
+    while (true) {
+      const size_t comma = v->find(',', begin);
+      const std::string item = v->substr(begin, comma == std::string::npos ? std::string::npos : comma - begin);
+      char* end = nullptr;
+      const long long n = std::strtoll(item.c_str(), &end, 10);
+      if (item.empty() || *end != '\0' || n < 1 || n > max)
+        fail(flag + ": expected a comma-separated list of counts from 1 to " + std::to_string(max) + ", got '" + *v +
+             "'");
+      if (std::find(items.begin(), items.end(), n) != items.end()) fail(flag + ": '" + item + "' is listed twice");
+      items.push_back(n);
+      if (comma == std::string::npos) return items;
+      begin = comma + 1;
+    }
   }
 
   // "--device cpu|cuda" (see the contract).
@@ -173,6 +205,46 @@ inline void step(optim::Optimizer& optimizer, amp::GradScaler* scaler) {
 inline void backward_and_step(const Tensor& loss, optim::Optimizer& optimizer, amp::GradScaler* scaler) {
   backward(loss, scaler);
   step(optimizer, scaler);
+}
+
+__attribute__((format(printf, 1, 2))) inline std::string format(const char* fmt, ...) {
+  va_list args, again;
+  va_start(args, fmt);
+  va_copy(again, args);
+  std::string out(size_t(std::vsnprintf(nullptr, 0, fmt, args)), '\0');
+  va_end(args);
+  std::vsnprintf(out.data(), out.size() + 1, fmt, again);
+  va_end(again);
+  return out;
+}
+
+// "cuda:0, NVIDIA H100 80GB HBM3 (CUDA events)" or "cpu (std::chrono wall time)".
+inline std::string timing_description(Device device) {
+#if EMBER_WITH_CUDA
+  if (device.is_cuda()) return device.str() + ", " + cuda::properties(device.index).name + " (CUDA events)";
+#endif
+  (void)device;
+  return "cpu (std::chrono wall time)";
+}
+
+// measure() returns " | a | b" (the cells after a row's leading ones); on
+// an error, " | OOM" or " | failed" and `blanks` empty cells, the error on
+// stderr after `what` (the row's name).
+inline std::string cells_or_error(const std::string& what, int blanks, bool& failed,
+                                  const std::function<std::string()>& measure) {
+  std::string cells;
+  try {
+    return measure();
+  } catch (const OutOfMemoryError& e) {
+    cells = " | OOM";
+    std::fprintf(stderr, "%s: %s\n", what.c_str(), e.what());
+  } catch (const Error& e) {
+    cells = " | failed";
+    failed = true;
+    std::fprintf(stderr, "%s: %s\n", what.c_str(), e.what());
+  }
+  for (int i = 0; i < blanks; ++i) cells += " |";
+  return cells;
 }
 
 inline std::vector<double> time_steps(Device device, int warmup, int steps, const std::function<void()>& step) {

@@ -1,8 +1,8 @@
 """PyTorch's figures for benchmarks/dp_vs_ddp, on the same machine.
 
-The same models (benchmarks/dp_vs_ddp/workload.h and benchmarks/gpt.h: the
-widened MLP, the CNN with bias-free convolutions and dropout 0.25, the GPT
-with an untied bias-free head), optimizers (SGD lr 0.01 momentum 0.9;
+The same models (benchmarks/dp_vs_ddp/workload.h and benchmarks/gpt.h, whose
+twin is torch_models.Gpt: the widened MLP, the CNN with bias-free
+convolutions and dropout 0.25, the GPT with an untied bias-free head), optimizers (SGD lr 0.01 momentum 0.9;
 AdamW lr 3e-4 for gpt), random batches, the same flags and the same figures
 in the same CSV columns (framework "torch"); benchmarks/dp_vs_ddp.cpp's
 comment defines them. The modes:
@@ -35,43 +35,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from torch_bench import make_train_step, median, p95, time_steps
-from torch_models import make_cnn, make_mlp
+from torch_models import Gpt, make_cnn, make_mlp
 
 CSV_HEADER = ("framework,model,model_shape,parameters,mode,precision,devices,hardware,batch_per_device,unit,"
               "throughput,efficiency,step_ms_median,step_ms_p95,peak_mib_dev0,peak_mib_other_max,peak_mib_all,"
               "ddp_sync_ms,ddp_no_sync_ms,allreduce_ms,hidden_fraction")
-
-
-class GptBlock(nn.Module):
-    def __init__(self, width, heads):
-        super().__init__()
-        self.ln1 = nn.LayerNorm(width)
-        self.attn = nn.MultiheadAttention(width, heads, dropout=0.0, bias=True, batch_first=True)
-        self.ln2 = nn.LayerNorm(width)
-        self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
-
-    def forward(self, x, causal):
-        h = self.ln1(x)
-        x = x + self.attn(h, h, h, attn_mask=causal, need_weights=False)[0]
-        return x + self.mlp(self.ln2(x))
-
-
-class Gpt(nn.Module):
-    def __init__(self, layers, width, heads, context, vocab):
-        super().__init__()
-        self.tok = nn.Embedding(vocab, width)
-        self.pos = nn.Embedding(context, width)
-        self.blocks = nn.ModuleList([GptBlock(width, heads) for _ in range(layers)])
-        self.ln_f = nn.LayerNorm(width)
-        self.head = nn.Linear(width, vocab, bias=False)
-
-    def forward(self, ids):
-        t = ids.size(1)
-        causal = torch.ones(t, t, dtype=torch.bool, device=ids.device).triu(1)  # True: may not attend
-        x = self.tok(ids) + self.pos(torch.arange(t, device=ids.device))
-        for block in self.blocks:
-            x = block(x, causal)
-        return self.head(self.ln_f(x))
 
 
 class Workload:

@@ -5,12 +5,18 @@
 # writes every log into $OUT (or ./gpu-report) and, last, $OUT/report.md:
 # the ctest summary and every benchmark's tables, ember's beside PyTorch's.
 #
-#   benchmarks/run_gpu.sh [tests] [bench] [dp_vs_ddp] [sanitize]   (default: tests bench)
+#   benchmarks/run_gpu.sh [tests] [bench] [gpt] [dp_vs_ddp] [sanitize]   (default: tests bench)
 #
 # bench: kernels and torch_reference.py; host_overhead; train_step and
 # train_step_torch.py (fp32, amp-fp16, amp-bf16); amp_checkpoint and
 # amp_checkpoint_torch.py on the GEMM-heavy MLP (8 x 4096 wide, batch 8192)
 # and the checkpointing MLP (32 x 2048 wide, batch 8192); data_parallel.
+#
+# gpt: gpt_train and gpt_train_torch.py (GPT-2 small at batch 8, 16, 32,
+# 64; PyTorch eager and torch.compile), attention and attention_torch.py
+# (causal attention, head dims 64 and 128, T 1024 to 4096). Only that,
+# built quickly:
+#   EMBER_TARGETS="bench_gpt_train bench_attention" benchmarks/run_gpu.sh gpt
 #
 # dp_vs_ddp installs gnuplot (scripts/install_bench_deps.sh) and runs
 # benchmarks/dp_vs_ddp.sh over 1..N GPUs: $OUT/dp_vs_ddp/report.md with its
@@ -78,6 +84,12 @@ for step in "${steps[@]}"; do
         bench "amp_checkpoint_torch_${width}x$depth" python3 benchmarks/amp_checkpoint_torch.py "${flags[@]}"
       done
       bench data_parallel "$build"/benchmarks/data_parallel
+      ;;
+    gpt)
+      bench gpt_train "$build"/benchmarks/gpt_train
+      bench gpt_train_torch python3 benchmarks/gpt_train_torch.py
+      bench attention "$build"/benchmarks/attention
+      bench attention_torch python3 benchmarks/attention_torch.py
       ;;
     dp_vs_ddp)
       echo "== benchmarks/dp_vs_ddp.sh (ember and PyTorch over 1..$(nvidia-smi -L | wc -l) GPUs)"

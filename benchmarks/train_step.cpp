@@ -50,7 +50,6 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
-#include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -61,8 +60,8 @@
 
 #include "benchmarks/bench_util.h"
 #include "ember/ember.h"
-#include "examples/train/models.h"
 #include "ember/optim/optim.h"
+#include "examples/train/models.h"
 #if EMBER_WITH_CUDA
 #include "ember/core/cuda/caching_allocator.h"
 #include "ember/core/cuda/device.h"
@@ -129,17 +128,7 @@ bool channels_last(const Case& c, const std::string& layout) {
   return layout == "channels-last" && std::strcmp(c.model, "cnn") == 0;
 }
 
-// printf into a string.
-__attribute__((format(printf, 1, 2))) std::string format(const char* fmt, ...) {
-  va_list args, again;
-  va_start(args, fmt);
-  va_copy(again, args);
-  std::string out(size_t(std::vsnprintf(nullptr, 0, fmt, args)), '\0');
-  va_end(args);
-  std::vsnprintf(out.data(), out.size() + 1, fmt, again);
-  va_end(again);
-  return out;
-}
+using bench::format;
 
 // A row's cells after its leading ones, and whether its steps were clean (no
 // cudaMalloc after warm-up).

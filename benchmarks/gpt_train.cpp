@@ -1,0 +1,177 @@
+// gpt_train: GPT-2 small's training step (benchmarks/gpt.h,
+// GptShape::gpt2_small(): 12 layers, width 768, 12 heads, context 1024,
+// vocab 50257, the head tied to the token embedding; 124,439,808
+// parameters) on random tokens, at each batch size, as a markdown table:
+// ms/step, tokens/s, model FLOP/s, MFU and peak memory.
+// benchmarks/gpt_train_torch.py prints the same table for PyTorch eager and
+// torch.compile.
+//
+// The step: the forward and the loss under amp::autocast(bfloat16), zero_grad,
+// backward, and AdamW (lr 6e-4, weight decay 0.1, betas 0.9 and 0.95; ember's
+// optimizers update every parameter of a device and dtype in one fused
+// multi-tensor kernel call). Attention is nn::functional::
+// scaled_dot_product_attention(is_causal) on (B, heads, T, head dim) views.
+// Each batch size gets a fresh model and optimizer; one that runs out of
+// device memory (ember::OutOfMemoryError) reads "OOM", and the next is tried.
+//
+// Figures, per batch B of T = --context tokens:
+//   ms/step      median of --steps steps after --warmup steps (bench::
+//                time_steps: CUDA events, waiting for each step's end)
+//   tokens/s     B T / step time
+//   TFLOP/s      FLOPs per token x tokens/s, with llm.c's count:
+//                6 N + 6 L C T FLOPs per token (N every parameter counted
+//                once: the tied head with the token embedding, the position
+//                embedding included; L layers, C width; 6 L C T is causal
+//                attention's two matmuls, forward and backward)
+//   MFU          TFLOP/s / the bf16 matrix rate measured in the same run: a
+//                --gemm cubed bfloat16 ember::matmul (8192 on CUDA, 512 on
+//                the CPU), 2 n^3 FLOPs, median of 10 after 3 warm-ups
+//   peak GiB     cuda::max_memory_allocated over the timed steps (the
+//                caching allocator's peak, reset after the warm-up); "-" on
+//                the CPU
+//
+//   gpt_train [--batches 8,16,32,64] [--context 1024] [--steps 20] [--warmup 5]
+//             [--layers 12] [--width 768] [--heads 12] [--vocab 50257]
+//             [--gemm N] [--device cpu|cuda]
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "benchmarks/bench_util.h"
+#include "benchmarks/gpt.h"
+#include "ember/ember.h"
+#include "ember/optim/optim.h"
+#if EMBER_WITH_CUDA
+#include "ember/core/cuda/caching_allocator.h"
+#include "ember/core/cuda/device.h"
+#endif
+
+namespace {
+
+using namespace ember;
+
+struct Options {
+  bench::GptShape shape = bench::GptShape::gpt2_small();
+  std::vector<int64_t> batches;
+  int steps = 20, warmup = 5;
+  int64_t gemm = 8192;
+  Device device = kCPU;
+};
+
+// One batch size's figures; peak_gib < 0 where no peak is measured (CPU).
+struct Measured {
+  double ms = 0, peak_gib = -1;
+};
+
+// The model's parameters, each once (the tied head is the token embedding).
+int64_t parameter_count(const bench::GptShape& shape) {
+  nn::init::SkipInitGuard shapes_only;
+  int64_t n = 0;
+  for (const Tensor& p : std::make_shared<bench::Gpt>(shape)->parameters()) n += p.numel();
+  return n;
+}
+
+// The TFLOP/s of an n x n x n bfloat16 matmul.
+double gemm_tflops(int64_t n, Device device) {
+  NoGradGuard no_grad;
+  const Tensor a = randn({n, n}, DType::Float32, device).to(DType::BFloat16);
+  const Tensor b = randn({n, n}, DType::Float32, device).to(DType::BFloat16);
+  const double ms = bench::median(bench::time_steps(device, 3, 10, [&] { (void)matmul(a, b); }));
+  return 2.0 * double(n) * double(n) * double(n) / (ms * 1e-3) / 1e12;
+}
+
+Measured measure(const Options& o, int64_t batch) {
+  manual_seed(0);
+  auto gpt = std::make_shared<bench::Gpt>(o.shape);
+  gpt->to(o.device);
+  optim::AdamW opt(gpt->parameters(), {.lr = 6e-4, .betas = {0.9, 0.95}, .weight_decay = 0.1});
+  const Tensor ids = randint(0, o.shape.vocab, {batch, o.shape.context}, DType::Int64, o.device);
+  const Tensor next = randint(0, o.shape.vocab, {batch, o.shape.context}, DType::Int64, o.device);
+  const std::function<void()> step = [&] {
+    Tensor loss;
+    {
+      amp::autocast autocast(o.device.type, DType::BFloat16);
+      loss = bench::Gpt::loss(gpt->forward(ids), next);
+    }
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+  };
+  bench::time_steps(o.device, o.warmup, 0, step);
+#if EMBER_WITH_CUDA
+  if (o.device.is_cuda()) cuda::reset_peak_memory_stats(o.device.index);
+#endif
+  Measured m;
+  m.ms = bench::median(bench::time_steps(o.device, 0, o.steps, step));
+#if EMBER_WITH_CUDA
+  if (o.device.is_cuda()) m.peak_gib = double(cuda::max_memory_allocated(o.device.index)) / double(1 << 30);
+#endif
+  return m;
+}
+
+Options parse(int argc, char** argv) {
+  bench::Flags flags(argc, argv,
+                     "gpt_train [--batches 8,16,32,64] [--context N] [--steps N] [--warmup N] [--layers N] "
+                     "[--width N] [--heads N] [--vocab N] [--gemm N] [--device cpu|cuda]");
+  Options o;
+  o.device = flags.device();
+  o.batches = flags.counts("--batches", {8, 16, 32, 64}, 1 << 20);
+  o.shape.context = flags.count("--context", o.shape.context, 1 << 20);
+  o.steps = int(flags.count("--steps", o.steps, 100000));
+  o.warmup = int(flags.count("--warmup", o.warmup, 100000));
+  o.shape.layers = flags.count("--layers", o.shape.layers, 1000);
+  o.shape.width = flags.count("--width", o.shape.width, 1 << 16);
+  o.shape.heads = flags.count("--heads", o.shape.heads, 1 << 10);
+  o.shape.vocab = flags.count("--vocab", o.shape.vocab, 1 << 24);
+  o.gemm = flags.count("--gemm", o.device.is_cuda() ? 8192 : 512, 1 << 16);
+  if (o.shape.width % o.shape.heads != 0)
+    flags.fail("--width " + std::to_string(o.shape.width) + " must be a multiple of --heads " +
+               std::to_string(o.shape.heads));
+  flags.finish();
+  return o;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  const bench::GptShape& s = o.shape;
+  const int64_t n = parameter_count(s);
+  const double flops_per_token = 6.0 * double(n) + 6.0 * double(s.layers * s.width * s.context);
+  const double peak_tflops = gemm_tflops(o.gemm, o.device);
+
+  std::printf(
+      "ember gpt_train: GPT of %s (head tied to the token embedding, GELU tanh, GPT-2's initialization), "
+      "%lld parameters; random tokens; "
+      "bf16 autocast; AdamW lr 6e-4, weight decay 0.1, betas 0.9/0.95 (one fused multi-tensor step); "
+      "median of %d steps after %d warm-up steps, on %s\n\n",
+      s.str().c_str(), static_cast<long long>(n), o.steps, o.warmup, bench::timing_description(o.device).c_str());
+  std::printf(
+      "FLOPs per token: 6 N + 6 L C T = %.4g (llm.c's convention: N = every parameter counted once, the tied "
+      "head with the token embedding, position embedding included)\n",
+      flops_per_token);
+  std::printf(
+      "bf16 matrix rate: %.1f TFLOP/s (ember::matmul %lldx%lldx%lld bfloat16, the same run); MFU is "
+      "model FLOP/s over it\n\n",
+      peak_tflops, static_cast<long long>(o.gemm), static_cast<long long>(o.gemm), static_cast<long long>(o.gemm));
+  std::printf("| system | batch | ms/step | tokens/s | TFLOP/s | MFU | peak GiB |\n");
+  std::printf("|---|---:|---:|---:|---:|---:|---:|\n");
+  std::fflush(stdout);
+  bool failed = false;
+  for (const int64_t batch : o.batches) {
+    const std::string what = "batch " + std::to_string(batch);
+    const std::string cells = bench::cells_or_error(what, 4, failed, [&] {
+      const Measured m = measure(o, batch);
+      const double tokens_per_s = double(batch * s.context) / (m.ms * 1e-3);
+      const double tflops = flops_per_token * tokens_per_s / 1e12;
+      const std::string peak = m.peak_gib < 0 ? "-" : bench::format("%.2f", m.peak_gib);
+      return bench::format(" | %.2f | %.0f | %.1f | %.1f%% | %s", m.ms, tokens_per_s, tflops,
+                           100.0 * tflops / peak_tflops, peak.c_str());
+    });
+    std::printf("| ember | %lld%s |\n", static_cast<long long>(batch), cells.c_str());
+    std::fflush(stdout);
+  }
+  return failed ? 1 : 0;
+}
