@@ -445,10 +445,12 @@ template <typename F>
 void with_head_dim(const AttentionArgs& a, const char* op, F f) {
   EMBER_INTERNAL_ASSERT(a.value_dim == a.head_dim, op << ": CUDA kernels need value_dim == head_dim, got "
                                                       << a.value_dim << " and " << a.head_dim);
+  EMBER_INTERNAL_ASSERT(a.mask == nullptr || a.mask_dtype == DType::Bool || a.mask_dtype == a.dtype,
+                        op << ": a " << dtype_name(a.mask_dtype) << " mask for " << dtype_name(a.dtype) << " inputs");
   EMBER_CHECK(a.head_dim >= 1 && a.head_dim <= 256,
               op << ": CUDA fused attention takes head_dim 1 to 256, got q [" << a.batch << ", " << a.heads << ", "
                  << a.q_len << ", " << a.head_dim << "] " << dtype_name(a.dtype)
-                 << "; split the heads further or compute softmax(q k^T * scale) v with matmul and softmax");
+                 << "; scaled_dot_product_attention computes larger head dims with matmul and softmax");
   if (a.head_dim <= 32) f.template operator()<32>();
   else if (a.head_dim <= 64) f.template operator()<64>();
   else if (a.head_dim <= 128) f.template operator()<128>();
