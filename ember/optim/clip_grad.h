@@ -7,8 +7,9 @@
 // min(1, max_norm / (total_norm + 1e-6)). Gradients of one dtype are read by
 // one fused multi-tensor reduction and scaled by one fused multi-tensor
 // kernel (ember/core/ops/optimizer_kernels.h); the factor stays on the device, so
-// nothing waits for the GPU unless error_if_nonfinite asks for the norm on
-// the host. All gradients must be on one device.
+// nothing waits for the GPU (and a CUDA graph can capture the call) unless
+// error_if_nonfinite asks for the norm on the host. All gradients must be on
+// one device.
 //
 // Returns the total norm as a 0-dim tensor on the gradients' device, float32
 // (float64 when any gradient is float64); 0 on the CPU when no parameter has

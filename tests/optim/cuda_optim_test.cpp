@@ -11,11 +11,13 @@
 
 #include "ember/core/allocator.h"
 #include "ember/core/autocast_state.h"
+#include "ember/core/cuda/graph.h"
 #include "ember/optim/adam.h"
 #include "ember/optim/clip_grad.h"
 #include "ember/optim/sgd.h"
 #include "ember/parallel/amp/autocast.h"
 #include "support/cuda_compare.h"
+#include "support/error_message.h"
 
 namespace ember {
 namespace {
@@ -199,6 +201,51 @@ TEST(CudaOptim, ClipGradNormMatchesCpu) {
       for (size_t k = 0; k < cpu.size(); ++k) ASSERT_TRUE(testing::tensors_close(cuda[k].grad(), cpu[k].grad())) << k;
     }
   }
+}
+
+// clip_grad_norm_ never waits for the device (the clip factor stays there),
+// so a CUDA graph captures it: each replay computes the norm of the
+// gradients the replay finds and clips by it, over gradients of two dtypes,
+// both below and above max_norm. error_if_nonfinite reads the norm on the
+// host, so it cannot be captured.
+TEST(CudaOptim, ClipGradNormIsCapturedInAGraphWithoutAHostWait) {
+  EMBER_REQUIRE_CUDA();
+  const Device gpu = cuda_device(0);
+  TensorList params;
+  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float32}) {
+    params.push_back(zeros({1025}, dtype, gpu).set_requires_grad());
+    params.back().set_grad(zeros({1025}, dtype, gpu));
+  }
+  auto grads_for = [&](double scale, int step) {
+    TensorList out;
+    for (size_t k = 0; k < params.size(); ++k) {
+      Generator g(uint64_t(31 * step + k));
+      out.push_back((randn({1025}, DType::Float32, kCPU, &g) * scale).to(params[k].dtype()));
+    }
+    return out;
+  };
+  Tensor norm;
+  cuda::Graph graph(0);
+  graph.capture([&] { norm = optim::clip_grad_norm_(params, 1.0); });
+  ASSERT_TRUE(graph.captured());
+  for (double scale : {1e-3, 1.0, 5.0}) {
+    SCOPED_TRACE(scale);
+    TensorList given = grads_for(scale, int(scale * 1000));
+    TensorList cpu;
+    for (size_t k = 0; k < params.size(); ++k) {
+      params[k].grad().copy_(given[k].to(gpu));
+      cpu.push_back(zeros({1025}, given[k].dtype()).set_requires_grad());
+      cpu.back().set_grad(given[k].clone());
+    }
+    Tensor expected = optim::clip_grad_norm_(cpu, 1.0);
+    graph.replay();
+    ASSERT_TRUE(testing::tensors_close(norm, expected, {1e-5, 1e-6}));
+    for (size_t k = 0; k < params.size(); ++k)
+      ASSERT_TRUE(testing::tensors_close(params[k].grad(), cpu[k].grad())) << k;
+  }
+  cuda::Graph checked(0);
+  EXPECT_TRUE(testing::throws_with([&] { checked.capture([&] { optim::clip_grad_norm_(params, 1.0, 2.0, true); }); },
+                                   {"cannot run while a CUDA graph is captured"}));
 }
 
 }  // namespace
