@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "ember/ember.h"
 #include "support/error_message.h"
@@ -115,6 +116,26 @@ TEST(NnLoss, CrossEntropyIsStableForHugeLogits) {
   std::vector<float> none = to_vector<float>(F::cross_entropy(x, t, {.reduction = Reduction::None}));
   EXPECT_FLOAT_EQ(none[0], 2000.0f);
   EXPECT_FLOAT_EQ(none[1], 3000.0f);
+}
+
+// A -inf logit (a masked class) has probability 0: without smoothing the
+// loss and gradient are finite; with smoothing the loss is inf, as the mean
+// of -log p over classes is. Values from PyTorch 1.13.
+TEST(NnLoss, CrossEntropyTakesMinusInfinityLogits) {
+  const float inf = std::numeric_limits<float>::infinity();
+  Tensor x = from_vector<float>({0, -inf, 1, -inf, 2, 0.5}, {2, 3}).set_requires_grad();
+  Tensor t = from_vector<int64_t>({2, 1});
+  Tensor loss = F::cross_entropy(x, t, {.reduction = Reduction::None});
+  std::vector<float> v = to_vector<float>(loss);
+  EXPECT_NEAR(v[0], 0.31326166f, 1e-6);
+  EXPECT_NEAR(v[1], 0.20141333f, 1e-6);
+  loss.sum().backward();
+  std::vector<float> g = to_vector<float>(x.grad());
+  const std::vector<float> expected = {0.26894143f, 0, -0.26894140f, 0, -0.18242556f, 0.18242550f};
+  for (size_t k = 0; k < g.size(); ++k) EXPECT_NEAR(g[k], expected[k], 1e-6) << k;
+  std::vector<float> smoothed =
+      to_vector<float>(F::cross_entropy(x, t, {.label_smoothing = 0.1, .reduction = Reduction::None}));
+  EXPECT_EQ(smoothed, std::vector<float>({inf, inf}));
 }
 
 TEST(NnLoss, OutOfRangeLabelNamesTheLabelAndTheClassCount) {

@@ -20,10 +20,12 @@
 // - forward writes lse[i] = log(sum_j exp(x_ij)) (S, computed from the row
 //   max), and
 //     loss_i = (1 - e) * (lse_i - x_it) + e / c * sum_j (lse_i - x_ij)
-//   (e = smoothing), 0 for ignored rows; count = the number of rows not
-//   ignored (S, one value). With reduction None, out (n, dtype) = loss_i;
-//   Sum: out (one value, dtype) = sum_i loss_i; Mean: out = that sum / count
-//   (NaN when every row is ignored, as in PyTorch). Sums over rows are
+//   (e = smoothing; the second term only when e > 0, so a -inf logit, a
+//   masked class, leaves the loss finite as in PyTorch), 0 for ignored
+//   rows; count = the number of rows not ignored (S, one value). With
+//   reduction None, out (n, dtype) = loss_i; Sum: out (one value, dtype) =
+//   sum_i loss_i; Mean: out = that sum / count (NaN when every row is
+//   ignored, as in PyTorch). Sums over rows are
 //   formed in a fixed order (deterministic) in S and rounded once.
 // - backward reads logits, target, lse and count and writes
 //     grad_logits_ij = w_i * (exp(x_ij - lse_i) - (1 - e) * [j == t] - e / c)

@@ -57,7 +57,9 @@ void forward(const CrossEntropyArgs& a) {
     S loss = 0;
     if (target != a.ignore_index) {
       // lse - x_t = log_sum - (x_t - m); sum_j (lse - x_j) = c * log_sum - sum_j (x_j - m).
-      loss = (S(1) - e) * (log_sum - (S(row[target]) - m)) + e / c * (c * log_sum - sum_shifted);
+      // The smoothing term only when e > 0: a -inf logit makes it 0 * inf.
+      loss = (S(1) - e) * (log_sum - (S(row[target]) - m));
+      if (e > S(0)) loss += e / c * (c * log_sum - sum_shifted);
       kept += 1;
     }
     if (a.reduction == int(Reduction::None)) {

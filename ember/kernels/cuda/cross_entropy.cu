@@ -1,19 +1,35 @@
 // CUDA kernels of the fused cross-entropy loss (contract in
 // ember/core/ops/cross_entropy_kernels.h).
 //
+// Each logit crosses the memory bus once in the forward and once in the
+// backward, in the logits' own dtype (16-bit logits are never widened in
+// memory), as llm.c's fused classifier; rows are read in 16-byte vectors
+// (an unaligned head and tail element by element).
 // Forward, two kernels: rows_kernel gives each row a warp (up to
-// kWarpClasses classes) or a block, which finds the row max, then sums
-// exp(x - max) and x - max, and writes lse and the row's loss (into out for
-// reduction None, else into a scratch array); finish_kernel, one block,
-// walks every target once: it counts the rows kept (int64), sums their
-// losses (double, a fixed tree: deterministic), writes count and the
-// reduced loss, and reports
-// the first bad target (the lowest row) through the index-error record of
-// ember/core/cuda/index_error.h, as ember/kernels/cuda/index.cu's check does. Rows with
-// a bad target count as ignored meanwhile.
-// Backward, one kernel: a thread per logit, 32-bit index math where it fits.
+// kWarpClasses classes) or a block, which in one pass keeps the running max
+// m with the sum of exp(x - m) (rescaled when m grows) and the sum of
+// x - x_0 (x_0 the row's first logit: a shift known before the pass, so the
+// label-smoothing sum needs no second one), and writes lse and the row's
+// loss (into out for reduction None, else into a scratch array);
+// finish_kernel, one block, walks every target once: it counts the rows
+// kept (int64), sums their losses (double, a fixed tree: deterministic),
+// writes count and the reduced loss, and reports the first bad target (the
+// lowest row) through the index-error record of ember/core/cuda/index_error.h,
+// as ember/kernels/cuda/index.cu's check does. Rows with a bad target count
+// as ignored meanwhile.
+// Backward, one kernel: a warp or a block per row, as the forward, reading
+// the row's target, lse and weight once and then its logits as vectors.
+//
+// Why the backward recomputes softmax from the saved lse rather than the
+// forward storing softmax(x) - onehot for it to scale: the gradient's scale
+// (the incoming grad) is known only in the backward, so a stored gradient
+// costs a write of n x c values in the forward, keeps that buffer alive
+// until the backward, and is read and written again there (four passes over
+// n x c values); recomputing costs one read in the forward and a read and a
+// write in the backward (three), with only n floats kept.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "ember/core/cuda/index_error.h"
 #include "ember/core/ops.h"
@@ -21,6 +37,7 @@
 #include "ember/core/ops/index_kernels.h"
 #include "ember/kernels/cuda/common/block_reduce.cuh"
 #include "ember/kernels/cuda/common/elementwise_launch.cuh"
+#include "ember/kernels/cuda/common/vector_access.cuh"
 
 namespace ember::cuda {
 namespace {
@@ -35,28 +52,106 @@ __device__ __forceinline__ bool kept_target(const CrossEntropyArgs& a, I t) {
   return int64_t(t) != a.ignore_index && t >= 0 && int64_t(t) < a.c;
 }
 
-// The row's loss from its max m, sum of exp(x - m) and sum of (x - m).
+// Elements of row before its first 16-byte boundary (all of them when c is
+// smaller): the head read element by element.
+template <typename T>
+__device__ __forceinline__ int64_t row_head(const T* row, int64_t c) {
+  const int64_t to_boundary = int64_t((16 - reinterpret_cast<uintptr_t>(row) % 16) % 16 / sizeof(T));
+  return to_boundary < c ? to_boundary : c;
+}
+
+// Calls f(j, x_j) for the elements j of row that thread `lane` of `width`
+// threads owns: the head and tail one by one, the body as 16-byte vectors.
+template <typename T, typename F>
+__device__ __forceinline__ void for_each_in_row(const T* row, int64_t c, int lane, int width, F&& f) {
+  constexpr int N = kVecWidth<T>;
+  const int64_t head = row_head(row, c), vecs = (c - head) / N;
+  for (int64_t j = lane; j < head; j += width) f(j, row[j]);
+  for (int64_t v = lane; v < vecs; v += width) {
+    const int64_t j = head + v * N;
+    const Vec<T, N> x = load_vec<T, N>(row + j);
+#pragma unroll
+    for (int k = 0; k < N; ++k) f(j + k, x.v[k]);
+  }
+  for (int64_t j = head + vecs * N + lane; j < c; j += width) f(j, row[j]);
+}
+
+template <typename S>
+__device__ __forceinline__ bool becomes_max(S m, S v) {
+  return m == m && (v > m || v != v);  // a NaN, once the max, stays
+}
+
+// A row's statistics in one pass: the running max m, the sum of exp(x - m)
+// (rescaled whenever m grows; -inf logits add nothing, so a row that starts
+// with them stays exact), and the sum of x - shift.
+template <typename S>
+struct RowStats {
+  S m = -INFINITY, sum_exp = 0, sum_shifted = 0;
+
+  __device__ __forceinline__ void add(S v, S shift) {
+    sum_shifted += v - shift;
+    if (becomes_max(m, v)) {
+      sum_exp = sum_exp * ::exp(m - v) + ::exp(v - v);  // exp(v - v): NaN for an infinite or NaN max
+      m = v;
+    } else if (v != S(-INFINITY)) {
+      sum_exp += ::exp(v - m);
+    }
+  }
+  // The sum of exp(x - m) taken to the larger max M.
+  __device__ __forceinline__ static S rescaled(S m, S sum_exp, S M) {
+    return sum_exp == S(0) ? S(0) : sum_exp * ::exp(m - M);
+  }
+  __device__ __forceinline__ void merge(S om, S osum_exp, S osum_shifted) {
+    const S M = becomes_max(m, om) ? om : m;
+    sum_exp = rescaled(m, sum_exp, M) + rescaled(om, osum_exp, M);
+    sum_shifted += osum_shifted;
+    m = M;
+  }
+};
+
+template <typename S>
+__device__ __forceinline__ RowStats<S> warp_row_stats(RowStats<S> r) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    r.merge(__shfl_xor_sync(0xffffffffu, r.m, offset), __shfl_xor_sync(0xffffffffu, r.sum_exp, offset),
+            __shfl_xor_sync(0xffffffffu, r.sum_shifted, offset));
+  }
+  return r;
+}
+
+// The shift of a row's one-pass sum of x: its first logit when finite (the
+// sum then cancels no large common offset), else 0.
+template <typename S>
+__device__ __forceinline__ S row_shift(S x0) {
+  return ::isfinite(x0) ? x0 : S(0);
+}
+
+template <typename T, typename S>
+__device__ __forceinline__ RowStats<S> thread_row_stats(const T* row, int64_t c, S shift, int lane, int width) {
+  RowStats<S> r;
+  for_each_in_row(row, c, lane, width, [&](int64_t, T x) { r.add(S(to_acc(x)), shift); });
+  return r;
+}
+
+// The row's loss from its statistics (sum_shifted taken about `shift`).
 template <typename T, typename I, typename O, typename S>
-__device__ __forceinline__ void write_row(const CrossEntropyArgs& a, int64_t i, S m, S sum_exp, S sum_shifted,
+__device__ __forceinline__ void write_row(const CrossEntropyArgs& a, int64_t i, const RowStats<S>& r, S shift,
                                           S* row_loss) {
-  const S log_sum = ::log(sum_exp), e = S(a.smoothing), c = S(a.c);
-  static_cast<S*>(a.lse)[i] = m + log_sum;
+  const S log_sum = ::log(r.sum_exp), e = S(a.smoothing), c = S(a.c);
+  static_cast<S*>(a.lse)[i] = r.m + log_sum;
   const I t = static_cast<const I*>(a.target)[i];
   S loss = 0;
   if (kept_target(a, t)) {
+    // lse - x_t = log_sum - (x_t - m); sum_j (lse - x_j) = c * log_sum - sum_j (x_j - m).
     const S xt = S(to_acc(static_cast<const T*>(a.logits)[i * a.c + int64_t(t)]));
-    loss = (S(1) - e) * (log_sum - (xt - m)) + e / c * (c * log_sum - sum_shifted);
+    loss = (S(1) - e) * (log_sum - (xt - r.m));
+    if (e > S(0)) loss += e / c * (c * log_sum - (r.sum_shifted + c * (shift - r.m)));
   }
   if (a.reduction == int(Reduction::None)) {
     static_cast<O*>(a.out)[i] = from_acc<O>(acc_t<O>(loss));
   } else {
     row_loss[i] = loss;
   }
-}
-
-template <typename S>
-__device__ __forceinline__ S max_nan(S m, S v) {
-  return (m == m && (v > m || v != v)) ? v : m;  // a NaN, once the max, stays
 }
 
 template <typename T, typename I, typename O>
@@ -66,38 +161,31 @@ __global__ void warp_rows_kernel(CrossEntropyArgs a, acc_t<T>* row_loss) {
   const int64_t i = int64_t(blockIdx.x) * (kThreads / 32) + (threadIdx.x >> 5);
   if (i >= a.n) return;  // whole warps leave together
   const T* row = static_cast<const T*>(a.logits) + i * a.c;
-  S m = -INFINITY;
-  for (int64_t j = lane; j < a.c; j += 32) m = max_nan(m, S(to_acc(row[j])));
-  m = warp_max(m);
-  S sum_exp = 0, sum_shifted = 0;
-  for (int64_t j = lane; j < a.c; j += 32) {
-    const S shifted = S(to_acc(row[j])) - m;
-    sum_exp += ::exp(shifted);
-    sum_shifted += shifted;
-  }
-  sum_exp = warp_sum(sum_exp);
-  sum_shifted = warp_sum(sum_shifted);
-  if (lane == 0) write_row<T, I, O, S>(a, i, m, sum_exp, sum_shifted, row_loss);
+  const S shift = row_shift(S(to_acc(row[0])));
+  const RowStats<S> r = warp_row_stats(thread_row_stats(row, a.c, shift, lane, 32));
+  if (lane == 0) write_row<T, I, O, S>(a, i, r, shift, row_loss);
 }
 
 template <typename T, typename I, typename O>
 __global__ void block_rows_kernel(CrossEntropyArgs a, acc_t<T>* row_loss) {
   using S = acc_t<T>;
-  __shared__ S shared[32];
+  __shared__ S shared_m[32], shared_sum_exp[32], shared_sum_shifted[32];
   const int64_t i = blockIdx.x;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   const T* row = static_cast<const T*>(a.logits) + i * a.c;
-  S m = -INFINITY;
-  for (int64_t j = threadIdx.x; j < a.c; j += blockDim.x) m = max_nan(m, S(to_acc(row[j])));
-  m = block_max(m, shared, S(-INFINITY));
-  S sum_exp = 0, sum_shifted = 0;
-  for (int64_t j = threadIdx.x; j < a.c; j += blockDim.x) {
-    const S shifted = S(to_acc(row[j])) - m;
-    sum_exp += ::exp(shifted);
-    sum_shifted += shifted;
+  const S shift = row_shift(S(to_acc(row[0])));
+  RowStats<S> r = warp_row_stats(thread_row_stats(row, a.c, shift, threadIdx.x, blockDim.x));
+  if (lane == 0) {
+    shared_m[warp] = r.m;
+    shared_sum_exp[warp] = r.sum_exp;
+    shared_sum_shifted[warp] = r.sum_shifted;
   }
-  sum_exp = block_sum(sum_exp, shared);
-  sum_shifted = block_sum(sum_shifted, shared);
-  if (threadIdx.x == 0) write_row<T, I, O, S>(a, i, m, sum_exp, sum_shifted, row_loss);
+  __syncthreads();
+  if (warp != 0) return;
+  r = RowStats<S>();
+  if (lane < warps) r.merge(shared_m[lane], shared_sum_exp[lane], shared_sum_shifted[lane]);
+  r = warp_row_stats(r);
+  if (lane == 0) write_row<T, I, O, S>(a, i, r, shift, row_loss);
 }
 
 template <typename T, typename I, typename O>
@@ -139,31 +227,46 @@ __global__ void __launch_bounds__(kFinishThreads)
   *reinterpret_cast<volatile unsigned long long*>(&check.record->id) = check.id;
 }
 
-template <typename T, typename I, typename O, typename Index>
+// One row per `Width` threads (a warp or the block): dx = w * (softmax(x) -
+// (1 - e) * onehot - e / c), read and written as vectors when x and dx share
+// their alignment (they are both dense (n, c) blocks, so then every row's
+// head is the same length).
+template <typename T, typename I, typename O, int Width>
 __global__ void backward_kernel(CrossEntropyArgs a) {
   using S = acc_t<T>;
-  const Index total = Index(a.n) * Index(a.c), c = Index(a.c);
-  const S e = S(a.smoothing), uniform = e / S(a.c);
-  const S scale = a.reduction == int(Reduction::Mean) ? S(1) / *static_cast<const S*>(a.count) : S(1);
-  const T* x = static_cast<const T*>(a.logits);
-  const I* t = static_cast<const I*>(a.target);
-  const S* lse = static_cast<const S*>(a.lse);
-  const O* grad = static_cast<const O*>(a.grad);
-  T* dx = static_cast<T*>(a.grad_logits);
-  for (Index k = Index(blockIdx.x) * kThreads + threadIdx.x; k < total; k += Index(gridDim.x) * kThreads) {
-    const Index i = k / c, j = k - i * c;
-    const I target = t[i];
-    S d = 0;
-    if (kept_target(a, target)) {
-      const S w = S(to_acc(grad[a.reduction == int(Reduction::None) ? i : 0])) * scale;
-      const S p = ::exp(S(to_acc(x[k])) - lse[i]);
-      d = w * (p - (int64_t(j) == int64_t(target) ? S(1) - e : S(0)) - uniform);
-    }
-    dx[k] = from_acc<T>(acc_t<T>(d));
+  constexpr int N = kVecWidth<T>;
+  const int64_t i = int64_t(blockIdx.x) * (kThreads / Width) + threadIdx.x / Width;
+  const int lane = threadIdx.x % Width;
+  if (i >= a.n) return;
+  const T* x = static_cast<const T*>(a.logits) + i * a.c;
+  T* dx = static_cast<T*>(a.grad_logits) + i * a.c;
+  const I target = static_cast<const I*>(a.target)[i];
+  const bool kept = kept_target(a, target);
+  const S e = S(a.smoothing), uniform = e / S(a.c), lse = static_cast<const S*>(a.lse)[i];
+  S w = 0;
+  if (kept) {
+    const S scale = a.reduction == int(Reduction::Mean) ? S(1) / *static_cast<const S*>(a.count) : S(1);
+    w = S(to_acc(static_cast<const O*>(a.grad)[a.reduction == int(Reduction::None) ? i : 0])) * scale;
   }
+  const int64_t t = kept ? int64_t(target) : -1;
+  auto grad = [&](int64_t j, T xj) {
+    if (!kept) return from_acc<T>(acc_t<T>(0));
+    const S p = ::exp(S(to_acc(xj)) - lse);
+    return from_acc<T>(acc_t<T>(w * (p - (j == t ? S(1) - e : S(0)) - uniform)));
+  };
+  const bool vectors = reinterpret_cast<uintptr_t>(a.logits) % 16 == reinterpret_cast<uintptr_t>(a.grad_logits) % 16;
+  const int64_t head = vectors ? row_head(x, a.c) : a.c, vecs = vectors ? (a.c - head) / N : 0;
+  for (int64_t j = lane; j < head; j += Width) dx[j] = grad(j, x[j]);
+  for (int64_t v = lane; v < vecs; v += Width) {
+    const int64_t j = head + v * N;
+    const Vec<T, N> in = load_vec<T, N>(x + j);
+    Vec<T, N> out;
+#pragma unroll
+    for (int k = 0; k < N; ++k) out.v[k] = grad(j + k, in.v[k]);
+    store_vec(dx + j, out);
+  }
+  for (int64_t j = head + vecs * N + lane; j < a.c; j += Width) dx[j] = grad(j, x[j]);
 }
-
-unsigned grid_for(int64_t n) { return unsigned(std::min<int64_t>((n + kThreads - 1) / kThreads, int64_t(1) << 20)); }
 
 void forward(const CrossEntropyArgs& a) {
   DeviceGuard guard(a.device);
@@ -201,11 +304,12 @@ void backward(const CrossEntropyArgs& a) {
   EMBER_DISPATCH_FLOAT(a.dtype, "cross_entropy_backward", [&]<typename T>() {
     dispatch_index(a.target_dtype, "cross_entropy_backward", [&]<typename I>() {
       dispatch_same_or_float32<T>(a.dtype, a.out_dtype, "cross_entropy", [&]<typename O>() {
-        const int64_t total = a.n * a.c;
-        if (total < INT32_MAX - (int64_t(1) << 28)) {
-          backward_kernel<T, I, O, uint32_t><<<grid_for(total), kThreads, 0, stream>>>(a);
+        if (a.c <= kWarpClasses) {
+          const int64_t rows_per_block = kThreads / 32;
+          const unsigned blocks = unsigned((a.n + rows_per_block - 1) / rows_per_block);
+          backward_kernel<T, I, O, 32><<<blocks, kThreads, 0, stream>>>(a);
         } else {
-          backward_kernel<T, I, O, int64_t><<<grid_for(total), kThreads, 0, stream>>>(a);
+          backward_kernel<T, I, O, kThreads><<<unsigned(a.n), kThreads, 0, stream>>>(a);
         }
         EMBER_CUDA_CHECK_LAUNCH();
       });
