@@ -14,8 +14,8 @@
 //   a device type whose autocast is enabled; everything else (integer
 //   tensors, float64, tensors of other device types, every tensor when
 //   autocast is off) is left as it is.
-//   * LowerPrecision (matmul, linear, conv2d): cast to that device type's
-//     autocast dtype.
+//   * LowerPrecision (matmul, linear, conv2d, scaled_dot_product_attention):
+//     cast to that device type's autocast dtype.
 //   * Float32 (softmax, log_softmax, layer_norm, sum, mean, var, std,
 //     logsumexp and the losses of ember/nn/loss.h): cast to float32.
 //   batch_norm is on neither list (as in PyTorch): it takes a half input

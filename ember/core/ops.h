@@ -10,10 +10,11 @@
 //   float32, as PyTorch does.
 // - Each differentiable op records a node for backward when grad mode is on
 //   and an input requires grad; its name is the op's name + "Backward".
-// - Under autocast (ember/parallel/amp/autocast.h) matmul, linear and conv2d cast
-//   their inputs to the autocast dtype, and softmax, log_softmax,
-//   layer_norm, sum, mean, var, std and logsumexp cast half inputs to
-//   float32 (ember/core/autocast_state.h has the exact rules).
+// - Under autocast (ember/parallel/amp/autocast.h) matmul, linear, conv2d
+//   and scaled_dot_product_attention cast their inputs to the autocast
+//   dtype, and softmax, log_softmax, layer_norm, sum, mean, var, std and
+//   logsumexp cast half inputs to float32 (ember/core/autocast_state.h has
+//   the exact rules).
 // - Errors are ember::Error naming the op, the shapes, dtypes and devices.
 #pragma once
 
@@ -167,6 +168,33 @@ Tensor sum_to(const Tensor& x, const Shape& shape);
 // ---------------- softmax ----------------
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
+
+// ---------------- attention ----------------
+// torch.nn.functional.scaled_dot_product_attention:
+//   softmax(query key^T * scale + mask) value
+// over query (..., L, E), key (..., S, E), value (..., S, Ev); the leading
+// dims broadcast as matmul's batch dims (and with the mask's); the result is
+// (..., L, Ev).
+// - attn_mask broadcasts to (..., L, S): a bool mask keeps the positions
+//   where it is true (PyTorch's SDPA convention), a floating one is added
+//   to the scores (use -inf to block).
+// - is_causal blocks key positions j > i for query position i (top-left
+//   aligned, as PyTorch); it combines with attn_mask.
+// - scale defaults to 1 / sqrt(E).
+// - dropout_p drops attention probabilities (pass 0 in eval, as PyTorch),
+//   from gen or the device's default generator.
+// - A row with every position blocked gives zeros, and zero gradients (as
+//   PyTorch >= 2.5).
+// Fused (flash attention, ember/core/ops/attention_kernels.h): no (L, S)
+// matrix is stored, and strided views such as (B, L, H, E).transpose(1, 2)
+// are read in place. Cases the fused kernels do not take (a floating mask
+// that needs its gradient; on CUDA E != Ev or E > 256) run the composed
+// form, nn::functional::scaled_dot_product_attention_with_weights's. The
+// fused backward has no double backward. Under autocast query, key and
+// value are cast to the autocast dtype.
+Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
+                                    const Tensor& attn_mask = {}, double dropout_p = 0.0, bool is_causal = false,
+                                    std::optional<double> scale = std::nullopt, Generator* gen = nullptr);
 
 // ---------------- losses ----------------
 // How a loss reduces its per-element values (nn::Reduction is this type).

@@ -10,9 +10,10 @@
 // Contract:
 // - Inside the guard's scope, on this thread, ops on tensors of the guard's
 //   device type follow the autocast policy (ember/core/autocast_state.h): matmul,
-//   linear and conv2d run in the guard's dtype (float16 or bfloat16: tensor
-//   cores on the GPU), softmax, log_softmax, layer_norm, the reductions sum,
-//   mean, var, std, logsumexp and the losses in float32; batch_norm keeps
+//   linear, conv2d and scaled_dot_product_attention run in the guard's
+//   dtype (float16 or bfloat16: tensor cores on the GPU), softmax,
+//   log_softmax, layer_norm, the reductions sum, mean, var, std, logsumexp
+//   and the losses in float32; batch_norm keeps
 //   float32 statistics. Ops on other device types and every op outside the
 //   scope are unchanged.
 // - Guards nest: an inner guard replaces the setting of its device type
