@@ -1,10 +1,11 @@
 // MultiheadAttention: input projection, per-head scaled dot-product
-// attention with the masks folded into one additive mask, output
-// projection.
+// attention (fused, or composed when the weights are asked for) with the
+// masks folded into one additive mask, output projection.
 #include "ember/nn/attention.h"
 
 #include <limits>
 #include <sstream>
+#include <tuple>
 
 #include "ember/core/ops.h"
 #include "ember/nn/functional.h"
@@ -55,9 +56,8 @@ void MultiheadAttention::reset_parameters() {
   }
 }
 
-std::pair<Tensor, Tensor> MultiheadAttention::forward_with_weights(const Tensor& query, const Tensor& key,
-                                                                   const Tensor& value,
-                                                                   const AttentionOptions& options) {
+std::pair<Tensor, Tensor> MultiheadAttention::attend(const Tensor& query, const Tensor& key, const Tensor& value,
+                                                     const AttentionOptions& options, bool need_weights) {
   EMBER_CHECK(query.defined() && key.defined() && value.defined(),
               "MultiheadAttention: query, key and value must be defined");
   const bool unbatched = query.dim() == 2;
@@ -104,17 +104,33 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward_with_weights(const Tensor&
     mask = mask.defined() ? mask + padding : padding;
   }
 
-  auto [heads, probs] = functional::scaled_dot_product_attention_with_weights(
-      qh, kh, vh, mask, is_training() ? dropout_p : 0.0, options.is_causal);
+  const double p = is_training() ? dropout_p : 0.0;
+  Tensor heads, weights;
+  if (need_weights) {
+    Tensor probs;
+    std::tie(heads, probs) =
+        functional::scaled_dot_product_attention_with_weights(qh, kh, vh, mask, p, options.is_causal);
+    weights = options.average_attn_weights ? probs.mean({1}) : probs;
+    if (unbatched) weights = weights.squeeze(0);
+  } else {
+    heads = functional::scaled_dot_product_attention(qh, kh, vh, mask, p, options.is_causal);
+  }
+  // heads (N, H, L, D) is laid out as (N, L, H, D) by the fused op, so this
+  // reshape is a view there.
   Tensor out = out_proj->forward(heads.transpose(1, 2).reshape({N, L, E}));
-  Tensor weights = options.average_attn_weights ? probs.mean({1}) : probs;
-  if (unbatched) return {out.squeeze(0), weights.squeeze(0)};
+  if (unbatched) return {out.squeeze(0), weights};
   return {batch_first ? out : out.transpose(0, 1), weights};
 }
 
 Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
                                    const AttentionOptions& options) {
-  return forward_with_weights(query, key, value, options).first;
+  return attend(query, key, value, options, false).first;
+}
+
+std::pair<Tensor, Tensor> MultiheadAttention::forward_with_weights(const Tensor& query, const Tensor& key,
+                                                                   const Tensor& value,
+                                                                   const AttentionOptions& options) {
+  return attend(query, key, value, options, true);
 }
 
 std::shared_ptr<Module> MultiheadAttention::clone() const {

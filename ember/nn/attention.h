@@ -10,9 +10,12 @@
 // from q = query W_q^T + b_q, k = key W_k^T + b_k, v = value W_v^T + b_v
 // (W_q, W_k, W_v the three row blocks of in_proj_weight); the heads are
 // concatenated and go through out_proj. Dropout (p = dropout) applies to
-// the attention probabilities in training only. Composed from linear,
-// matmul, where and softmax (nn::functional::scaled_dot_product_attention),
-// so backward comes from those ops.
+// the attention probabilities in training only. forward runs the fused
+// nn::functional::scaled_dot_product_attention (no (N, num_heads, L, S)
+// matrix is stored); forward_with_weights, which must return the weights,
+// runs the composed scaled_dot_product_attention_with_weights. Their outputs
+// agree up to rounding, except that with dropout they drop different
+// positions.
 //
 // Masks (AttentionOptions), all optional and combinable:
 // - attn_mask (L, S) or (N * num_heads, L, S): bool, true = may NOT attend
@@ -22,7 +25,7 @@
 //   padding and is ignored, or floating, added.
 // - is_causal: position i attends to key positions j <= i only (a GPT
 //   decoder's mask; needs no attn_mask).
-// A query row with every key blocked gives NaN, as in PyTorch.
+// A query row with every key blocked gives zeros (and zero gradients).
 // Initialization as PyTorch: in_proj_weight xavier_uniform_, the biases
 // zeros, out_proj.weight Linear's default.
 #pragma once
@@ -75,6 +78,12 @@ class MultiheadAttention : public Module {
   void parameter_replaced(const std::string& name, const Tensor& parameter) override {
     (name == "in_proj_weight" ? in_proj_weight : in_proj_bias) = parameter;
   }
+
+ private:
+  // forward and forward_with_weights: the weights are undefined unless
+  // need_weights (then the composed attention runs).
+  std::pair<Tensor, Tensor> attend(const Tensor& query, const Tensor& key, const Tensor& value,
+                                   const AttentionOptions& options, bool need_weights);
 };
 
 }  // namespace ember::nn

@@ -3,7 +3,8 @@
 //
 // The ops that ember's core already provides are re-exported here under
 // their PyTorch names; embedding (PyTorch's argument order), linear and
-// scaled_dot_product_attention are defined in nn (functional.cpp); the
+// scaled_dot_product_attention_with_weights are defined in nn
+// (functional.cpp); the
 // losses are declared in ember/nn/loss.h. Flatten's op is Tensor::flatten.
 #pragma once
 
@@ -44,23 +45,15 @@ Tensor embedding(const Tensor& input, const Tensor& weight);
 // undefined; all of one dtype and device.
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias = {});
 
-// torch.nn.functional.scaled_dot_product_attention:
-//   softmax(query key^T * scale + mask) value
-// over query (..., L, E), key (..., S, E), value (..., S, Ev); the leading
-// dims broadcast as matmul's batch dims; the result is (..., L, Ev).
-// - attn_mask broadcasts to (..., L, S): a bool mask keeps the positions
-//   where it is true (PyTorch's SDPA convention), a floating one is added
-//   to the scores (use -inf to block).
-// - is_causal blocks key positions j > i for query position i (top-left
-//   aligned, as PyTorch); it combines with attn_mask.
-// - scale defaults to 1 / sqrt(E).
-// - dropout_p drops attention probabilities (pass 0 in eval, as PyTorch).
-// A row with every position blocked gives NaN, as in PyTorch.
-Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
-                                    const Tensor& attn_mask = {}, double dropout_p = 0.0, bool is_causal = false,
-                                    std::optional<double> scale = std::nullopt, Generator* gen = nullptr);
-// The same, also returning the attention probabilities (..., L, S), after
-// dropout (what nn.MultiheadAttention reports as its weights).
+// torch.nn.functional.scaled_dot_product_attention: ember's fused op
+// (ember/core/ops.h has its semantics).
+using ember::scaled_dot_product_attention;
+// The same computation composed of matmul, where, softmax and dropout, also
+// returning the attention probabilities (..., L, S) after dropout (what
+// nn.MultiheadAttention reports as its weights). It stores the (..., L, S)
+// scores and probabilities and has a double backward. A row with every
+// position blocked gives zeros, as the fused op. Dropout drops other
+// positions than the fused op does for the same seed.
 std::pair<Tensor, Tensor> scaled_dot_product_attention_with_weights(const Tensor& query, const Tensor& key,
                                                                     const Tensor& value, const Tensor& attn_mask = {},
                                                                     double dropout_p = 0.0, bool is_causal = false,
