@@ -14,6 +14,7 @@
 #include "ember/ember.h"
 #include "support/error_message.h"
 #include "support/gradcheck.h"
+#include "support/stub_swap.h"
 
 namespace ember {
 namespace {
@@ -143,6 +144,36 @@ TEST(Attention, TransposedInputsGiveATransposableOutput) {
   Tensor out = scaled_dot_product_attention(q, k, v);
   EXPECT_EQ(out.shape(), (Shape{2, 3, 5, 4}));
   EXPECT_TRUE(out.transpose(1, 2).is_contiguous());
+}
+
+AttentionArgs g_seen;  // the last forward call's arguments
+void spy(const AttentionArgs& a) {
+  g_seen = a;
+  testing::StubSwap<AttentionKernelFn, &attention_forward_stub>::real()(a);
+}
+
+TEST(Attention, ViewsReachTheKernelWithoutCopies) {
+  // (B, T, H, E) projections seen as (B, H, T, E), with k and v broadcast
+  // over the batch and the mask over batch and heads: strides, no copies.
+  testing::StubSwap<AttentionKernelFn, &attention_forward_stub> swap(DeviceType::CPU, &spy);
+  const int64_t B = 2, T = 5, H = 3, E = 4;
+  Tensor q = randn({B, T, H, E}).transpose(1, 2), k = randn({1, T, H, E}).transpose(1, 2),
+         v = randn({1, T, H, E}).transpose(1, 2);
+  Tensor mask = ones({T, T}, DType::Bool);
+  scaled_dot_product_attention(q, k, v, mask);
+  EXPECT_EQ(g_seen.q, q.data_ptr());
+  EXPECT_EQ(g_seen.k, k.data_ptr());
+  EXPECT_EQ(g_seen.mask, mask.data_ptr());
+  EXPECT_EQ((std::vector<int64_t>(g_seen.q_strides, g_seen.q_strides + 3)),
+            (std::vector<int64_t>{T * H * E, E, H * E}));
+  EXPECT_EQ((std::vector<int64_t>(g_seen.k_strides, g_seen.k_strides + 3)), (std::vector<int64_t>{0, E, H * E}));
+  EXPECT_EQ((std::vector<int64_t>(g_seen.mask_strides, g_seen.mask_strides + 4)), (std::vector<int64_t>{0, 0, T, 1}));
+  // Rank 5: the leading dims merge into the batch when their strides allow.
+  Tensor q5 = randn({2, 3, 2, 4, 8});
+  scaled_dot_product_attention(q5, q5, q5);
+  EXPECT_EQ(g_seen.batch, 6);
+  EXPECT_EQ(g_seen.heads, 2);
+  EXPECT_EQ(g_seen.q, q5.data_ptr());
 }
 
 // The composed computation with dropout's keep mask built from
