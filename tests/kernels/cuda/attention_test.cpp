@@ -6,7 +6,8 @@
 // broadcast strides and fully blocked rows; (B, T, H, E) views and
 // misaligned ones; dropout with a fixed seed (the same keep pattern on both
 // devices, the CUDA-graph offset shift read from device memory); both
-// CUDA paths forced. Outputs and gradients are allocated NaN-poisoned on
+// CUDA paths forced; and scaled_dot_product_attention end to end with its
+// gradients. Outputs and gradients are allocated NaN-poisoned on
 // CUDA, so an element a kernel forgets to write fails.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -463,6 +464,33 @@ TEST(CudaAttention, TheAutomaticPathMatchesTheCpu) {
       c.causal = true;
       const bool half = dt == DType::Float16 || dt == DType::BFloat16;
       EXPECT_TRUE(cuda_matches_cpu(c, half ? tensor_core_tolerance(dt) : simt_tolerance(dt))) << describe(c);
+    }
+  }
+}
+
+TEST(CudaAttention, TheOpMatchesTheCpuEndToEnd) {
+  EMBER_REQUIRE_CUDA();
+  for (DType dt : kFloatDtypes) {
+    for (bool causal : {false, true}) {
+      // (B, T, H, E) projections viewed as (B, H, T, E); a key-padding mask
+      // [B, 1, 1, S] (batch 1 keeps no key) without causal.
+      Tensor q = testing::random_values({2, 33, 3, 64}, dt, 1).set_requires_grad();
+      Tensor k = testing::random_values({2, 50, 3, 64}, dt, 2).set_requires_grad();
+      Tensor v = testing::random_values({2, 50, 3, 64}, dt, 3).set_requires_grad();
+      Case c;
+      c.q_len = 33;
+      c.kv_len = 50;
+      c.mask = MaskKind::KeyPadding;
+      Tensor mask = mask_of(c).narrow(1, 0, 1).narrow(2, 0, 1).contiguous();
+      const bool half = dt == DType::Float16 || dt == DType::BFloat16;
+      EXPECT_TRUE(testing::cuda_matches_cpu(
+          [&](const TensorList& in) {
+            return TensorList{scaled_dot_product_attention(in[0].transpose(1, 2), in[1].transpose(1, 2),
+                                                           in[2].transpose(1, 2), causal ? Tensor() : in[3], 0.0,
+                                                           causal)};
+          },
+          {q, k, v, mask}, /*grads=*/true, half ? tensor_core_tolerance(dt) : simt_tolerance(dt)))
+          << dtype_name(dt) << (causal ? " causal" : " key padding");
     }
   }
 }
