@@ -2,26 +2,16 @@
 //
 // The pool holds get_num_threads() - 1 workers, started on the first
 // parallel region and restarted when the count changes. A region publishes
-// its chunk function under the pool's mutex, with n_chunks - 1 seats for
-// workers, and bumps a generation number; the caller and the workers that
-// took a seat claim chunks from one atomic counter. Workers join and leave a
-// region under the mutex, and the caller returns only when no worker is
-// inside it, so a late worker never sees a finished region's function.
-//
-// Only as many workers as a region has chunks for take part: the caller
-// wakes that many sleepers (not all), and a worker that finds no seat left
-// goes back to waiting without touching the mutex. Between regions a worker
-// that took part spins for up to kSpin on the generation number before it
-// sleeps, and the caller spins the same way on the workers' leaving, so
-// back-to-back regions (a training step's ops) do not pay a futex wake-up
-// each; a worker that found no seat sleeps at once. So the threads that
-// spin are those recent regions used: a training step of small ops keeps
-// few threads busy-waiting, which on a machine whose cores run two
-// hardware threads would otherwise slow the caller's own serial work.
-//
-// The pool is leaked on purpose (workers blocked at exit must not be joined
-// by a static destructor), and a forked child starts a fresh one, as the
-// parent's workers do not exist there.
+// its chunk function under the pool's mutex and bumps a generation number;
+// the caller and the woken workers claim chunks from one atomic counter.
+// Workers join and leave a region under the mutex, and the caller returns
+// only when no worker is inside it, so a late worker never sees a finished
+// region's function. Between regions a worker spins for up to kSpin on
+// the generation number before it sleeps, and the caller spins the same way
+// on the workers' leaving, so back-to-back regions (a training step's ops)
+// do not pay a futex wake-up each. The pool is leaked on purpose (workers blocked at exit
+// must not be joined by a static destructor), and a forked child starts a
+// fresh one, as the parent's workers do not exist there.
 #include "ember/core/parallel_for.h"
 
 #include <pthread.h>
@@ -107,13 +97,9 @@ class Pool {
       n_chunks_ = n_chunks;
       next_.store(0, std::memory_order_relaxed);
       error_ = nullptr;
-      seats_.store(int(std::min<int64_t>(n_chunks - 1, threads - 1)), std::memory_order_relaxed);
       generation_.fetch_add(1, std::memory_order_release);
     }
-    // Sleepers needed beyond the workers still spinning; a spare wake-up
-    // only finds the seats taken and sleeps again.
-    const int wanted = int(std::min<int64_t>(n_chunks - 1, threads - 1)) - spinning_.load(std::memory_order_acquire);
-    for (int i = 0; i < wanted; ++i) wake_.notify_one();
+    wake_.notify_all();
     t_in_region = true;
     work(chunk, n_chunks);
     t_in_region = false;
@@ -145,21 +131,17 @@ class Pool {
   void worker_loop() {
     t_in_region = true;
     uint64_t seen = 0;
-    bool took_part = false;  // in the last region it saw: then it spins before sleeping
     std::unique_lock<std::mutex> lock(mutex_);
     for (;;) {
-      if (!stop_ && took_part) {
+      if (!stop_) {
         lock.unlock();
-        spinning_.fetch_add(1, std::memory_order_acq_rel);
         spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; });
-        spinning_.fetch_sub(1, std::memory_order_acq_rel);
         lock.lock();
       }
       wake_.wait(lock, [&] { return stop_ || generation_.load(std::memory_order_relaxed) != seen; });
       if (stop_) return;
       seen = generation_.load(std::memory_order_relaxed);
-      took_part = chunk_ != nullptr && seats_.fetch_sub(1, std::memory_order_relaxed) > 0;
-      if (!took_part) continue;  // that region ended, or has the workers it needs
+      if (chunk_ == nullptr) continue;  // that region already ended
       const std::function<void(int64_t)>& chunk = *chunk_;
       const int64_t n_chunks = n_chunks_;
       inside_.fetch_add(1, std::memory_order_relaxed);
@@ -193,8 +175,6 @@ class Pool {
   std::atomic<int64_t> next_{0};
   std::atomic<uint64_t> generation_{0};  // changed under mutex_, spun on without it
   std::atomic<int> inside_{0};           // workers inside the current region; likewise
-  std::atomic<int> seats_{0};            // workers the current region still takes; changed under mutex_
-  std::atomic<int> spinning_{0};         // workers spinning on generation_ (a hint for waking)
   std::exception_ptr error_;
   bool stop_ = false;
 };
