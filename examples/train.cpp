@@ -43,6 +43,10 @@
 #include "ember/data/distributed_sampler.h"
 #include "ember/data/mnist.h"
 #include "ember/data/subset.h"
+#include "ember/optim/optim.h"
+#include "ember/parallel/amp/grad_scaler.h"
+#include "ember/parallel/distributed/ddp/distributed_data_parallel.h"
+#include "ember/parallel/distributed/ddp/sync_batch_norm.h"
 #include "examples/train/augment.h"
 #include "examples/train/distributed.h"
 #include "examples/train/epoch_log.h"
@@ -50,10 +54,6 @@
 #include "examples/train/models.h"
 #include "examples/train/options.h"
 #include "examples/train/run_state.h"
-#include "ember/optim/optim.h"
-#include "ember/parallel/amp/grad_scaler.h"
-#include "ember/parallel/distributed/ddp/distributed_data_parallel.h"
-#include "ember/parallel/distributed/ddp/sync_batch_norm.h"
 
 namespace {
 

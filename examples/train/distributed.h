@@ -26,8 +26,8 @@
 #include <vector>
 
 #include "ember/core/device.h"
-#include "examples/train/options.h"
 #include "ember/parallel/distributed/process_group.h"
+#include "examples/train/options.h"
 
 namespace ember::train {
 

@@ -7,9 +7,9 @@
 
 #include "ember/core/grad_mode.h"
 #include "ember/core/ops.h"
-#include "examples/train/progress.h"
 #include "ember/nn/loss.h"
 #include "ember/parallel/amp/autocast.h"
+#include "examples/train/progress.h"
 
 namespace ember::train {
 namespace {

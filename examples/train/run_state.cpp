@@ -3,8 +3,8 @@
 
 #include <bit>
 
-#include "examples/train/options.h"
 #include "ember/optim/checkpoint.h"
+#include "examples/train/options.h"
 
 namespace ember::train {
 namespace {

@@ -12,8 +12,8 @@
 
 #include "ember/core/error.h"
 #include "ember/ember.h"
-#include "examples/train/models.h"
 #include "ember/optim/optim.h"
+#include "examples/train/models.h"
 #include "tests/support/error_message.h"
 #if EMBER_WITH_CUDA
 #include "ember/core/cuda/caching_allocator.h"

@@ -5,10 +5,10 @@
 
 #include "ember/core/cuda/device.h"
 #include "ember/ember.h"
-#include "examples/train/models.h"
 #include "ember/parallel/data_parallel/data_parallel.h"
 #include "ember/parallel/data_parallel/scatter_gather.h"
 #include "ember/parallel/data_parallel/warn_once.h"
+#include "examples/train/models.h"
 #include "support/cuda_compare.h"
 
 namespace ember::parallel {

@@ -12,9 +12,9 @@
 
 #include "core/cuda/fake_device_system.h"
 #include "ember/ember.h"
-#include "examples/train/models.h"
 #include "ember/parallel/data_parallel/scatter_gather.h"
 #include "ember/parallel/data_parallel/warn_once.h"
+#include "examples/train/models.h"
 #include "support/error_message.h"
 
 namespace ember::parallel {

@@ -20,8 +20,8 @@
 #include <thread>
 
 #include "ember/ember.h"
-#include "parallel/distributed/ddp/ddp_test_support.h"
 #include "ember/parallel/distributed/ddp/distributed_data_parallel.h"
+#include "parallel/distributed/ddp/ddp_test_support.h"
 #include "support/error_message.h"
 
 namespace ember::parallel {

@@ -10,9 +10,9 @@
 #include <memory>
 
 #include "ember/ember.h"
-#include "parallel/distributed/ddp/ddp_test_support.h"
 #include "ember/parallel/distributed/ddp/distributed_data_parallel.h"
 #include "ember/parallel/distributed/ddp/sync_batch_norm.h"
+#include "parallel/distributed/ddp/ddp_test_support.h"
 #include "support/error_message.h"
 #include "support/gradcheck.h"
 
