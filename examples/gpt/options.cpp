@@ -24,7 +24,7 @@ struct Preset {
   int64_t layers, width, heads, context, batch_size;
   double lr;
 };
-constexpr Preset kSmall = {"small", 4, 128, 4, 128, 32, 2e-3};  // trains in minutes on two CPU cores
+constexpr Preset kSmall = {"small", 4, 128, 4, 128, 32, 4e-3};  // trains in minutes on two CPU cores
 constexpr Preset kGpt2 = {"gpt2", 12, 768, 12, 1024, 8, 6e-4};  // GPT-2 small's shape, for a GPU
 constexpr int64_t kMaxWarmup = 100;
 
