@@ -19,6 +19,8 @@
 #include <vector>
 
 #include "ember/core/allocator.h"
+#include "ember/core/cuda/caching_allocator.h"
+#include "ember/core/cuda/device.h"
 #include "ember/core/ops/attention_kernels.h"
 #include "support/cuda_compare.h"
 #include "support/error_message.h"
@@ -494,6 +496,36 @@ TEST(CudaAttention, TheOpMatchesTheCpuEndToEnd) {
     }
   }
 }
+
+// A long sequence: forward and backward at T = 16384 (one head, bf16,
+// causal) allocate O(T) beyond the inputs, never a (T, T) matrix (512 MiB
+// in bf16), by the caching allocator's peak (a CUDA build's: the CPU-only
+// build has no allocator statistics).
+#if defined(EMBER_WITH_CUDA)
+TEST(CudaAttention, LongSequenceAllocatesNoTByTMatrix) {
+  EMBER_REQUIRE_CUDA();
+  const int64_t T = 16384, E = 64;
+  const Device gpu(DeviceType::CUDA, 0);
+  Tensor q = testing::random_values({1, 1, T, E}, DType::BFloat16, 1).to(gpu).set_requires_grad();
+  Tensor k = testing::random_values({1, 1, T, E}, DType::BFloat16, 2).to(gpu).set_requires_grad();
+  Tensor v = testing::random_values({1, 1, T, E}, DType::BFloat16, 3).to(gpu).set_requires_grad();
+  Tensor w = testing::random_values({1, 1, T, E}, DType::BFloat16, 4).to(gpu);
+  cuda::synchronize();
+  const size_t before = cuda::memory_allocated(0);
+  cuda::reset_peak_memory_stats(0);
+  Tensor out = scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
+  (out.to(DType::Float32) * w.to(DType::Float32)).sum().backward();
+  cuda::synchronize();
+  const size_t growth = cuda::max_memory_allocated(0) - before;
+  const size_t t_by_t = size_t(T) * size_t(T) * 2;
+  EXPECT_LT(growth, size_t(64) << 20) << "peak growth " << growth << " bytes; a (T, T) bf16 matrix is " << t_by_t;
+  ASSERT_TRUE(q.grad().defined() && k.grad().defined() && v.grad().defined());
+  for (const Tensor& g : {q.grad(), k.grad(), v.grad()}) {
+    const double total = g.to(DType::Float32).abs().sum().item<double>();
+    EXPECT_TRUE(std::isfinite(total) && total > 0) << "gradient magnitude sum " << total;
+  }
+}
+#endif
 
 TEST(CudaAttention, HeadDimOver256IsAnError) {
   EMBER_REQUIRE_CUDA();

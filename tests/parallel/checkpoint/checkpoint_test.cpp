@@ -96,6 +96,28 @@ TEST(Checkpoint, DropoutRecomputesTheSameMask) {
   EXPECT_FALSE(equal(unreplayed.grads[0], plain.grads[0]));
 }
 
+// A block of fused attention with dropout on its probabilities: the
+// recomputation draws the same Philox keep pattern (the generator's state is
+// replayed), so the checkpointed gradients equal the plain ones bit for bit.
+TEST(Checkpoint, FusedAttentionWithDropoutRecomputesTheSameMask) {
+  auto attend = [](const Tensor& q, const Tensor& k, const Tensor& v) {
+    return nn::functional::scaled_dot_product_attention(q, k, v, {}, 0.3, /*is_causal=*/true);
+  };
+  auto grads_of = [&](bool checkpointed) {
+    manual_seed(7);
+    Tensor q = randn({2, 3, 70, 16}, DType::Float64).set_requires_grad();
+    Tensor k = randn({2, 3, 70, 16}, DType::Float64).set_requires_grad();
+    Tensor v = randn({2, 3, 70, 16}, DType::Float64).set_requires_grad();
+    Tensor w = randn({2, 3, 70, 16}, DType::Float64);
+    manual_seed(11);  // the dropout draw
+    Tensor out = checkpointed ? checkpoint(attend, q, k, v) : attend(q, k, v);
+    (out * w).sum().backward();
+    return std::vector<Tensor>{out.detach(), q.grad(), k.grad(), v.grad()};
+  };
+  std::vector<Tensor> plain = grads_of(false), ckpt = grads_of(true);
+  for (size_t i = 0; i < plain.size(); ++i) EXPECT_TRUE(equal(plain[i], ckpt[i])) << "tensor " << i;
+}
+
 TEST(Checkpoint, Nested) {
   auto model = make_mlp(0.2, 3);
   Result plain = run(*model, [&](const Tensor& x) { return model->forward(x); });
