@@ -4,7 +4,7 @@
 // non-zero if the fit fails, so CI runs it as a smoke test.
 #include <cstdio>
 
-#include "ember/ember.h"
+#include <ember/ember.h>
 
 int main() {
   using namespace ember;
