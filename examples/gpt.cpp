@@ -20,7 +20,6 @@
 // training fails.
 #include <chrono>
 #include <cstdio>
-#include <exception>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -29,6 +28,7 @@
 
 #include "ember/core/generator.h"
 #include "ember/core/ops.h"
+#include "examples/common/run_main.h"
 #include "examples/gpt/corpus.h"
 #include "examples/gpt/loop.h"
 #include "examples/gpt/model.h"
@@ -182,27 +182,14 @@ int run(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  Options options;
-  try {
-    options = parse_options(argc, argv);
-  } catch (const UsageError& e) {
-    std::fprintf(stderr, "ember-gpt: %s\n\n%s", e.what(), usage().c_str());
-    return 2;
-  }
-  if (options.help) {
-    std::fputs(usage().c_str(), stdout);
-    return 0;
-  }
-  try {
-    return run(options);
-  } catch (const UsageError& e) {
-    std::fprintf(stderr, "ember-gpt: %s (ember-gpt --help lists the flags)\n", e.what());
-    return 2;
-  } catch (const CorpusError& e) {
-    std::fprintf(stderr, "ember-gpt: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "ember-gpt: error: %s\n", e.what());
-    return 1;
-  }
+  // A corpus that cannot be read is the command line's fault, but needs no usage hint.
+  auto run_reporting_corpus = [](const Options& options) {
+    try {
+      return run(options);
+    } catch (const CorpusError& e) {
+      std::fprintf(stderr, "ember-gpt: %s\n", e.what());
+      return 2;
+    }
+  };
+  return examples::run_main("ember-gpt", argc, argv, parse_options, usage, run_reporting_corpus);
 }

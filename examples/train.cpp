@@ -32,7 +32,6 @@
 // bad value, a checkpoint of another configuration), 1 when training fails.
 #include <chrono>
 #include <cstdio>
-#include <exception>
 #include <memory>
 #include <numeric>
 #include <optional>
@@ -47,6 +46,7 @@
 #include "ember/parallel/amp/grad_scaler.h"
 #include "ember/parallel/distributed/ddp/distributed_data_parallel.h"
 #include "ember/parallel/distributed/ddp/sync_batch_norm.h"
+#include "examples/common/run_main.h"
 #include "examples/train/augment.h"
 #include "examples/train/distributed.h"
 #include "examples/train/epoch_log.h"
@@ -249,25 +249,4 @@ int run(const Options& o) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  Options options;
-  try {
-    options = parse_options(argc, argv);
-  } catch (const UsageError& e) {
-    std::fprintf(stderr, "ember-train: %s\n\n%s", e.what(), usage().c_str());
-    return 2;
-  }
-  if (options.help) {
-    std::fputs(usage().c_str(), stdout);
-    return 0;
-  }
-  try {
-    return run(options);
-  } catch (const UsageError& e) {
-    std::fprintf(stderr, "ember-train: %s (ember-train --help lists the flags)\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "ember-train: error: %s\n", e.what());
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return examples::run_main("ember-train", argc, argv, parse_options, usage, run); }

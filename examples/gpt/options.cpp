@@ -2,8 +2,6 @@
 #include "examples/gpt/options.h"
 
 #include <algorithm>
-#include <charconv>
-#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -37,44 +35,11 @@ struct Raw {
   std::optional<double> lr;
 };
 
-using Setter = std::function<void(Raw&, const std::string& flag, const std::string& value)>;
-struct Flag {
-  const char* name;
-  const char* value;  // the value's placeholder; null for a switch
-  std::string help;   // ends with the default
-  Setter set;
-};
-
-[[noreturn]] void bad_value(const std::string& flag, const std::string& value, const std::string& allowed) {
-  throw UsageError(flag + ": invalid value '" + value + "'; " + allowed);
-}
-
-template <typename T>
-T parse_integer(const std::string& flag, const std::string& value, T min, T max) {
-  T v{};
-  const char* end = value.data() + value.size();
-  auto [ptr, ec] = std::from_chars(value.data(), end, v);
-  if (value.empty() || ec != std::errc() || ptr != end || v < min || v > max) {
-    std::ostringstream allowed;
-    allowed << "expected an integer from " << min << " to " << max;
-    bad_value(flag, value, allowed.str());
-  }
-  return v;
-}
-
-// A finite number in [min, max] (or (min, max] when min_exclusive).
-double parse_number(const std::string& flag, const std::string& value, double min, bool min_exclusive, double max) {
-  double v = 0;
-  const char* end = value.data() + value.size();
-  auto [ptr, ec] = std::from_chars(value.data(), end, v);
-  const bool in_range = std::isfinite(v) && (min_exclusive ? v > min : v >= min) && v <= max;
-  if (value.empty() || ec != std::errc() || ptr != end || !in_range) {
-    std::ostringstream allowed;
-    allowed << "expected a number " << (min_exclusive ? "above " : "from ") << min << " to " << max;
-    bad_value(flag, value, allowed.str());
-  }
-  return v;
-}
+using Flag = examples::Flag<Raw>;
+using Setter = decltype(Flag::set);
+using examples::bad_value;
+using examples::parse_integer;
+using examples::parse_number;
 
 // Setters for the common kinds of value.
 Setter integer(std::optional<int64_t> Raw::*field, int64_t min, int64_t max) {
@@ -249,24 +214,7 @@ Options finish(Raw raw) {
 
 Options parse_options(int argc, const char* const* argv) {
   Raw raw;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    std::optional<std::string> value;
-    if (const size_t eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-      arg = arg.substr(0, eq);
-    }
-    const auto& table = flags();
-    const auto flag = std::find_if(table.begin(), table.end(), [&](const Flag& f) { return arg == f.name; });
-    if (flag == table.end()) throw UsageError("unknown argument '" + arg + "'");
-    if (flag->value == nullptr) {
-      if (value) throw UsageError(arg + " takes no value");
-    } else if (!value) {
-      if (i + 1 == argc) throw UsageError(arg + " needs a value (" + flag->value + ")");
-      value = argv[++i];
-    }
-    flag->set(raw, arg, value.value_or(""));
-  }
+  examples::parse_flags(argc, argv, flags(), raw);
   if (raw.options.help) return raw.options;
   return finish(std::move(raw));
 }
@@ -277,23 +225,7 @@ std::string usage() {
        "Trains a GPT on text, byte by byte (vocabulary 256), and prints the validation loss and a sample.\n"
        "  ember-gpt --device cpu --steps 300       the small model on the fortunes, a few minutes on 2 cores\n"
        "  ember-gpt --device cuda --amp bf16       GPT-2 small's shape on a GPU\n\n";
-  for (const Flag& f : flags()) {
-    s << "  " << f.name << (f.value ? std::string(" ") + f.value : "") << "\n";
-    // The help, word-wrapped under an indent.
-    constexpr size_t kIndent = 6, kWidth = 100;
-    std::istringstream words(f.help);
-    std::string word;
-    size_t column = 0;
-    while (words >> word) {
-      if (column > 0 && column + 1 + word.size() > kWidth) {
-        s << "\n";
-        column = 0;
-      }
-      s << (column == 0 ? std::string(kIndent, ' ') : std::string(" ")) << word;
-      column += (column == 0 ? kIndent : 1) + word.size();
-    }
-    s << "\n";
-  }
+  s << examples::flag_list(flags(), 6);
   s << "\nOutput: 'val loss X' lines on stdout (at step 0, every --eval-every steps and at the end), a progress bar\n"
        "on stderr, then a 'sample:' block of generated text.\n"
        "Exit status: 0 on success, 2 for a bad command line, 1 when training fails.\n";

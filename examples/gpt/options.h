@@ -18,17 +18,14 @@
 #pragma once
 
 #include <cstdint>
-#include <stdexcept>
 #include <string>
 
 #include "ember/core/device.h"
+#include "examples/common/flags.h"
 
 namespace ember::gpt {
 
-class UsageError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+using examples::UsageError;
 
 enum class Amp { None, FP16, BF16 };
 

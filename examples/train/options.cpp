@@ -1,11 +1,8 @@
 // ember-train's flags: the table of flags, value parsing and range checks.
 #include "examples/train/options.h"
 
-#include <charconv>
-#include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <optional>
 #include <sstream>
 #include <vector>
@@ -32,55 +29,11 @@ struct Raw {
   std::optional<Augment> augment;
 };
 
-struct Flag {
-  const char* name;
-  const char* value;  // the value's placeholder; null for a switch
-  std::string help;   // ends with the default
-  std::function<void(Raw&, const std::string& flag, const std::string& value)> set;
-};
-
-[[noreturn]] void bad_value(const std::string& flag, const std::string& value, const std::string& allowed) {
-  throw UsageError(flag + ": invalid value '" + value + "'; " + allowed);
-}
-
-template <typename T>
-T parse_integer(const std::string& flag, const std::string& value, T min, T max) {
-  T v{};
-  const char* end = value.data() + value.size();
-  auto [ptr, ec] = std::from_chars(value.data(), end, v);
-  if (value.empty() || ec != std::errc() || ptr != end || v < min || v > max) {
-    std::ostringstream allowed;
-    allowed << "expected an integer from " << min << " to " << max;
-    bad_value(flag, value, allowed.str());
-  }
-  return v;
-}
-
-// A finite number in [min, max] (or (min, max] when min_exclusive).
-double parse_number(const std::string& flag, const std::string& value, double min, bool min_exclusive, double max) {
-  double v = 0;
-  const char* end = value.data() + value.size();
-  auto [ptr, ec] = std::from_chars(value.data(), end, v);
-  const bool in_range = std::isfinite(v) && (min_exclusive ? v > min : v >= min) && v <= max;
-  if (value.empty() || ec != std::errc() || ptr != end || !in_range) {
-    std::ostringstream allowed;
-    allowed << "expected a number " << (min_exclusive ? "above " : "from ") << min << (min_exclusive ? " up " : " ")
-            << "to " << max;
-    bad_value(flag, value, allowed.str());
-  }
-  return v;
-}
-
-template <typename E>
-E parse_choice(const std::string& flag, const std::string& value,
-               std::initializer_list<std::pair<const char*, E>> choices) {
-  std::string allowed = "expected one of";
-  for (const auto& [name, e] : choices) {
-    if (value == name) return e;
-    allowed += std::string(" ") + name;
-  }
-  bad_value(flag, value, allowed);
-}
+using Flag = examples::Flag<Raw>;
+using examples::bad_value;
+using examples::parse_choice;
+using examples::parse_integer;
+using examples::parse_number;
 
 std::string format_default(double v) {
   std::ostringstream s;
@@ -280,66 +233,16 @@ Options finish(Raw raw) {
 
 Options parse_options(int argc, const char* const* argv) {
   Raw raw;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    std::optional<std::string> value;
-    if (const size_t eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-      arg = arg.substr(0, eq);
-    }
-    const Flag* flag = nullptr;
-    for (const Flag& f : flags()) {
-      if (arg == f.name) flag = &f;
-    }
-    if (flag == nullptr) throw UsageError("unknown argument '" + arg + "'");
-    if (flag->value == nullptr) {
-      if (value) throw UsageError(arg + " takes no value");
-    } else if (!value) {
-      if (i + 1 == argc) throw UsageError(arg + " needs a value (" + flag->value + ")");
-      value = argv[++i];
-    }
-    flag->set(raw, arg, value.value_or(""));
-  }
+  examples::parse_flags(argc, argv, flags(), raw);
   if (raw.options.help) return raw.options;
   return finish(std::move(raw));
 }
 
 std::string usage() {
-  constexpr size_t kIndent = 34, kWidth = 100;
   std::ostringstream s;
   s << "usage: ember-train [flags]\n"
        "Trains an MLP or a CNN on Fashion-MNIST and reports the test accuracy.\n\n";
-  for (const Flag& f : flags()) {
-    const std::string left = std::string("  ") + f.name + (f.value ? std::string(" ") + f.value : "");
-    s << left;
-    size_t column = left.size();
-    if (column >= kIndent) {
-      s << "\n";
-      column = 0;
-    }
-    // The help, word-wrapped to kWidth columns under kIndent.
-    std::istringstream words(f.help);
-    std::string word;
-    bool line_start = true;
-    while (words >> word) {
-      if (!line_start && column + 1 + word.size() > kWidth) {
-        s << "\n";
-        column = 0;
-        line_start = true;
-      }
-      if (line_start) {
-        s << std::string(kIndent - column, ' ');
-        column = kIndent;
-      } else {
-        s << ' ';
-        ++column;
-      }
-      s << word;
-      column += word.size();
-      line_start = false;
-    }
-    s << "\n";
-  }
+  s << examples::flag_list(flags(), 34);
   s << "\nExit status: 0 on success, 2 for a bad command line, 1 when training fails.\n";
   return s.str();
 }

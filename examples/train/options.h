@@ -23,17 +23,14 @@
 
 #include <chrono>
 #include <cstdint>
-#include <stdexcept>
 #include <string>
 
 #include "ember/core/device.h"
+#include "examples/common/flags.h"
 
 namespace ember::train {
 
-class UsageError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+using examples::UsageError;
 
 enum class ModelKind { MLP, CNN };
 enum class OptimizerKind { SGD, Adam, AdamW };

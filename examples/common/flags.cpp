@@ -1,0 +1,67 @@
+// The example programs' shared flag parsing and usage formatting.
+#include "examples/common/flags.h"
+
+#include <cmath>
+
+namespace ember::examples {
+
+void bad_value(const std::string& flag, const std::string& value, const std::string& allowed) {
+  throw UsageError(flag + ": invalid value '" + value + "'; " + allowed);
+}
+
+double parse_number(const std::string& flag, const std::string& value, double min, bool min_exclusive, double max) {
+  double v = 0;
+  const char* end = value.data() + value.size();
+  auto [ptr, ec] = std::from_chars(value.data(), end, v);
+  const bool in_range = std::isfinite(v) && (min_exclusive ? v > min : v >= min) && v <= max;
+  if (value.empty() || ec != std::errc() || ptr != end || !in_range) {
+    std::ostringstream allowed;
+    allowed << "expected a number " << (min_exclusive ? "above " : "from ") << min << (min_exclusive ? " up " : " ")
+            << "to " << max;
+    bad_value(flag, value, allowed.str());
+  }
+  return v;
+}
+
+std::pair<std::string, std::optional<std::string>> split_argument(const std::string& arg) {
+  if (const size_t eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+    return {arg.substr(0, eq), arg.substr(eq + 1)};
+  }
+  return {arg, std::nullopt};
+}
+
+std::string flag_entry(const char* name, const char* value, const std::string& help, size_t indent) {
+  constexpr size_t kWidth = 100;
+  std::ostringstream s;
+  const std::string left = std::string("  ") + name + (value ? std::string(" ") + value : "");
+  s << left;
+  size_t column = left.size();
+  if (column >= indent) {
+    s << "\n";
+    column = 0;
+  }
+  std::istringstream words(help);
+  std::string word;
+  bool line_start = true;
+  while (words >> word) {
+    if (!line_start && column + 1 + word.size() > kWidth) {
+      s << "\n";
+      column = 0;
+      line_start = true;
+    }
+    if (line_start) {
+      s << std::string(indent - column, ' ');
+      column = indent;
+    } else {
+      s << ' ';
+      ++column;
+    }
+    s << word;
+    column += word.size();
+    line_start = false;
+  }
+  s << "\n";
+  return s.str();
+}
+
+}  // namespace ember::examples

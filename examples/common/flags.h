@@ -1,0 +1,110 @@
+// The command-line machinery that ember's example programs share: a table of
+// flags, the loop that applies argv to it, the value parsers and the usage
+// text's flag list.
+//
+// Contract:
+// - A program describes each flag by a Flag<Raw>: its name ("--steps"), the
+//   value's placeholder (null for a switch) and its help, which ends with the
+//   default. set() stores the value into the program's Raw, the options as
+//   the command line said them, before defaults that depend on other flags.
+// - parse_flags() accepts "--flag value" and "--flag=value" and throws
+//   UsageError for an unknown argument, a switch given a value, or a missing
+//   value. The parsers throw UsageError naming the flag, the value and what
+//   is allowed: "--lr: invalid value 'x'; expected a number above 0 up to 10".
+// - flag_list() is the usage text's list: each flag and its placeholder, then
+//   its help word-wrapped to 100 columns under `indent`, beside the flag when
+//   the flag is shorter than the indent, else on the lines below.
+#pragma once
+
+#include <charconv>
+#include <cstddef>
+#include <functional>
+#include <initializer_list>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ember::examples {
+
+// A bad command line; main() prints it with the usage text and exits 2.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+template <typename Raw>
+struct Flag {
+  const char* name;
+  const char* value;  // the value's placeholder; null for a switch
+  std::string help;   // ends with the default
+  std::function<void(Raw&, const std::string& flag, const std::string& value)> set;
+};
+
+[[noreturn]] void bad_value(const std::string& flag, const std::string& value, const std::string& allowed);
+
+// An integer in [min, max].
+template <typename T>
+T parse_integer(const std::string& flag, const std::string& value, T min, T max) {
+  T v{};
+  const char* end = value.data() + value.size();
+  auto [ptr, ec] = std::from_chars(value.data(), end, v);
+  if (value.empty() || ec != std::errc() || ptr != end || v < min || v > max) {
+    std::ostringstream allowed;
+    allowed << "expected an integer from " << min << " to " << max;
+    bad_value(flag, value, allowed.str());
+  }
+  return v;
+}
+
+// A finite number in [min, max] (or (min, max] when min_exclusive).
+double parse_number(const std::string& flag, const std::string& value, double min, bool min_exclusive, double max);
+
+// One of the named choices.
+template <typename E>
+E parse_choice(const std::string& flag, const std::string& value,
+               std::initializer_list<std::pair<const char*, E>> choices) {
+  std::string allowed = "expected one of";
+  for (const auto& [name, e] : choices) {
+    if (value == name) return e;
+    allowed += std::string(" ") + name;
+  }
+  bad_value(flag, value, allowed);
+}
+
+// Splits "--flag=value" into the flag and its value; no value for any other argument.
+std::pair<std::string, std::optional<std::string>> split_argument(const std::string& arg);
+
+// Applies argv[1..argc) to raw through the table.
+template <typename Raw>
+void parse_flags(int argc, const char* const* argv, const std::vector<Flag<Raw>>& table, Raw& raw) {
+  for (int i = 1; i < argc; ++i) {
+    auto [name, value] = split_argument(argv[i]);
+    const Flag<Raw>* flag = nullptr;
+    for (const Flag<Raw>& f : table) {
+      if (name == f.name) flag = &f;
+    }
+    if (flag == nullptr) throw UsageError("unknown argument '" + name + "'");
+    if (flag->value == nullptr) {
+      if (value) throw UsageError(name + " takes no value");
+    } else if (!value) {
+      if (i + 1 == argc) throw UsageError(name + " needs a value (" + flag->value + ")");
+      value = argv[++i];
+    }
+    flag->set(raw, name, value.value_or(""));
+  }
+}
+
+// One flag's entry in the usage text (see the contract).
+std::string flag_entry(const char* name, const char* value, const std::string& help, size_t indent);
+
+template <typename Raw>
+std::string flag_list(const std::vector<Flag<Raw>>& table, size_t indent) {
+  std::string s;
+  for (const Flag<Raw>& f : table) s += flag_entry(f.name, f.value, f.help, indent);
+  return s;
+}
+
+}  // namespace ember::examples
