@@ -599,8 +599,9 @@ __global__ void __launch_bounds__(kThreads)
 #endif
 }
 
-// dQ of 64 query rows (blockIdx.x) of the (batch blockIdx.z, head
-// blockIdx.y), summed over key tiles of kv_block(D) keys.
+// dQ of 64 query rows of the (batch blockIdx.z, head blockIdx.y), summed
+// over key tiles of kv_block(D) keys; blockIdx.x counts the row blocks from
+// the last, so that under a causal mask the heaviest blocks start first.
 template <typename T, int D>
 __global__ void __launch_bounds__(kThreads)
     attention_backward_q_kernel(const AttentionArgs a, float scale_log2, const float* row_dot) {
@@ -615,7 +616,7 @@ __global__ void __launch_bounds__(kThreads)
                  v_addr = shared_address(sv);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const Head hd(a, blockIdx.z, blockIdx.y);
-  const int64_t q0 = int64_t(blockIdx.x) * kRowsPerBlock, warp_row0 = q0 + warp * 16;
+  const int64_t q0 = int64_t(gridDim.x - 1 - blockIdx.x) * kRowsPerBlock, warp_row0 = q0 + warp * 16;
   const T* k = hd.rows<T>(a.k, a.k_strides);
   const T* v = hd.rows<T>(a.v, a.v_strides);
   const int64_t bh = int64_t(blockIdx.z) * a.heads + blockIdx.y;
