@@ -21,10 +21,10 @@
 //
 // Forward: one block per 128 query rows (64 for head_dim 96 and up) of a
 // (batch, head), launched heaviest first under a causal mask. Q is loaded
-// once; K and V tiles of kv_block keys are loaded with cp.async into one buffer
-// each, V_j while S = Q K_j^T is computed and K_{j+1} while O += P V_j is,
-// FlashAttention-2's overlap. Online softmax in base 2 (scores pre-scaled
-// by scale * log2(e)), O rescaled when the row max grows; causal stops at
+// once; K and V tiles of kv_block keys are loaded with cp.async into two
+// stages each, K_{j+1} and V_{j+1} while tile j is computed, one barrier
+// per tile. Online softmax in base 2 (scores pre-scaled by scale *
+// log2(e)), O rescaled when the row max grows; causal stops at
 // the last key tile a row of the block can see, and the per-element masking
 // (causal, bounds, bool/float masks, dropout) runs only on tiles that need
 // it.
@@ -331,9 +331,10 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(const Atten
   constexpr int M = forward_m_tiles(D), Rows = forward_rows(D), Bc = kv_block(D), S = D + kPad;
   extern __shared__ __align__(16) unsigned char smem[];
   T* sq = reinterpret_cast<T*>(smem);
-  T* sk = sq + Rows * S;
-  T* sv = sk + Bc * S;
+  T* sk = sq + Rows * S;  // two stages of K, then two of V
+  T* sv = sk + 2 * Bc * S;
   const uint32_t q_addr = shared_address(sq), k_addr = shared_address(sk), v_addr = shared_address(sv);
+  constexpr uint32_t kStageBytes = uint32_t(Bc * S * int(sizeof(T)));
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const Head hd(a, blockIdx.z, blockIdx.y);
   const T* q = hd.rows<T>(a.q, a.q_strides);
@@ -345,7 +346,10 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(const Atten
   const bool dropout = a.dropout_p > 0.0;
 
   load_tile<T, D, Rows>(q_addr, q + q0 * a.q_strides[2], a.q_strides[2], a.q_len - q0);
-  if (tiles > 0) load_tile<T, D, Bc>(k_addr, k, a.k_strides[2], a.kv_len);
+  if (tiles > 0) {
+    load_tile<T, D, Bc>(k_addr, k, a.k_strides[2], a.kv_len);
+    load_tile<T, D, Bc>(v_addr, v, a.v_strides[2], a.kv_len);
+  }
   cp_async_commit();
 
   // Rows g and g + 8 of every m-tile (base 2; l: this thread's columns).
@@ -361,20 +365,22 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(const Atten
   const uint32_t q_warp = q_addr + uint32_t(warp * 16 * M * S * int(sizeof(T)));
   for (int64_t tile = 0; tile < tiles; ++tile) {
     const int64_t j0 = tile * Bc;
-    load_tile<T, D, Bc>(v_addr, v + j0 * a.v_strides[2], a.v_strides[2], a.kv_len - j0);
-    cp_async_commit();
-    cp_async_wait<1>();  // Q and K_j have landed; V_j may be in flight
+    const uint32_t stage = uint32_t(tile % 2) * kStageBytes, next_stage = kStageBytes - stage;
+    cp_async_wait<0>();  // this thread's part of K_j and V_j (and Q) has landed
+    // Every thread's part has; every warp is done with tile j - 1, whose
+    // stage the loads of tile j + 1 now overwrite while tile j is computed.
     __syncthreads();
+    if (tile + 1 < tiles) {
+      const int64_t j1 = j0 + Bc;
+      load_tile<T, D, Bc>(k_addr + next_stage, k + j1 * a.k_strides[2], a.k_strides[2], a.kv_len - j1);
+      load_tile<T, D, Bc>(v_addr + next_stage, v + j1 * a.v_strides[2], a.v_strides[2], a.kv_len - j1);
+      cp_async_commit();
+    }
 
     float s[M][Bc / 8][4];
 #pragma unroll
     for (int mt = 0; mt < M; ++mt) zero(s[mt]);
-    warp_gemm_nt<T, D, Bc, M>(s, q_warp, k_addr, S, lane);
-    __syncthreads();  // every warp is done with K_j
-    if (tile + 1 < tiles) {
-      load_tile<T, D, Bc>(k_addr, k + (j0 + Bc) * a.k_strides[2], a.k_strides[2], a.kv_len - j0 - Bc);
-    }
-    cp_async_commit();
+    warp_gemm_nt<T, D, Bc, M>(s, q_warp, k_addr + stage, S, lane);
 
     // Online softmax of the two rows this thread holds in every m-tile.
 #pragma unroll
@@ -424,12 +430,9 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(const Atten
 #pragma unroll
     for (int mt = 0; mt < M; ++mt) to_a_fragments<T, Bc>(s[mt], p[mt]);
 
-    cp_async_wait<1>();  // V_j has landed; K_{j+1} may be in flight
-    __syncthreads();
-    warp_gemm_rn<T, Bc, D, M>(o, p, v_addr, S, lane);
-    __syncthreads();  // every warp is done with V_j
+    warp_gemm_rn<T, Bc, D, M>(o, p, v_addr + stage, S, lane);
   }
-  cp_async_wait<0>();
+  cp_async_wait<0>();  // no tile: Q's copies
 
   T* out = hd.rows<T>(a.out, a.out_strides);
   float* lse = static_cast<float*>(a.logsumexp) + (int64_t(blockIdx.z) * a.heads + blockIdx.y) * a.q_len;
@@ -686,7 +689,7 @@ __global__ void __launch_bounds__(kThreads)
 std::atomic<AttentionPath> forced_path{AttentionPath::Auto};
 
 constexpr size_t forward_shared_bytes(int d) {
-  return size_t(forward_rows(d) + 2 * kv_block(d)) * size_t(d + kPad) * 2;
+  return size_t(forward_rows(d) + 4 * kv_block(d)) * size_t(d + kPad) * 2;
 }
 constexpr size_t backward_kv_shared_bytes(int d) {
   return size_t(2 * kRowsPerBlock + 2 * q_block_backward(d)) * size_t(d + kPad) * 2 +
