@@ -14,6 +14,14 @@
 // Each batch size gets a fresh model and optimizer; one that runs out of
 // device memory (ember::OutOfMemoryError) reads "OOM", and the next is tried.
 //
+// Modes (--modes, a list; the table's system column): `ember eager`, each op
+// launched as it is called; `ember graph`, one step run eagerly (optimizer
+// state, kept weight casts, cuBLAS's first use), then the same whole step
+// captured once in a cuda::Graph (ember/core/cuda/graph.h) and replayed on
+// the same token tensors: the step's host work paid once. Default: both on
+// CUDA, eager on the CPU (graphs are CUDA's). A step that cannot be
+// captured reads "capture failed: " and the error, which names the op.
+//
 // Figures, per batch B of T = --context tokens:
 //   ms/step      median of --steps steps after --warmup steps (bench::
 //                time_steps: CUDA events, waiting for each step's end)
@@ -32,10 +40,12 @@
 //
 //   gpt_train [--batches 8,16,32,64] [--context 1024] [--steps 20] [--warmup 5]
 //             [--layers 12] [--width 768] [--heads 12] [--vocab 50257]
-//             [--gemm N] [--device cpu|cuda]
+//             [--gemm N] [--modes eager,graph] [--device cpu|cuda]
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,11 +68,18 @@ struct Options {
   int steps = 20, warmup = 5;
   int64_t gemm = 8192;
   Device device = kCPU;
+  std::vector<std::string> modes;  // "eager", "graph"
 };
 
 // One batch size's figures; peak_gib < 0 where no peak is measured (CPU).
 struct Measured {
   double ms = 0, peak_gib = -1;
+};
+
+// Thrown by measure() when the step cannot be captured in a graph; the row
+// then reads "capture failed: " and the message instead of figures.
+struct CaptureFailed {
+  std::string message;
 };
 
 // The model's parameters, each once (the tied head is the token embedding).
@@ -82,7 +99,22 @@ double gemm_tflops(int64_t n, Device device) {
   return 2.0 * double(n) * double(n) * double(n) / (ms * 1e-3) / 1e12;
 }
 
-Measured measure(const Options& o, int64_t batch) {
+// Runs `step` once eagerly, captures it in `graph` and returns the replay;
+// CaptureFailed when some op of the step cannot be captured.
+std::function<void()> capture(const std::function<void()>& step, Device device, std::optional<cuda::Graph>& graph) {
+  step();
+  graph.emplace(device.index);
+  try {
+    graph->capture(step);
+  } catch (const OutOfMemoryError&) {
+    throw;
+  } catch (const Error& e) {
+    throw CaptureFailed{e.what()};
+  }
+  return [&graph] { graph->replay(); };
+}
+
+Measured measure(const Options& o, int64_t batch, bool graph_mode) {
   manual_seed(0);
   auto gpt = std::make_shared<bench::Gpt>(o.shape);
   gpt->to(o.device);
@@ -99,22 +131,33 @@ Measured measure(const Options& o, int64_t batch) {
     loss.backward();
     opt.step();
   };
-  bench::time_steps(o.device, o.warmup, 0, step);
+  std::optional<cuda::Graph> graph;  // declared after what its replays read, so it goes first
+  const std::function<void()> timed = graph_mode ? capture(step, o.device, graph) : step;
+  bench::time_steps(o.device, o.warmup, 0, timed);
 #if EMBER_WITH_CUDA
   if (o.device.is_cuda()) cuda::reset_peak_memory_stats(o.device.index);
 #endif
   Measured m;
-  m.ms = bench::median(bench::time_steps(o.device, 0, o.steps, step));
+  m.ms = bench::median(bench::time_steps(o.device, 0, o.steps, timed));
 #if EMBER_WITH_CUDA
   if (o.device.is_cuda()) m.peak_gib = double(cuda::max_memory_allocated(o.device.index)) / double(1 << 30);
 #endif
   return m;
 }
 
+// A message as one table cell: one line, no column bar.
+std::string as_cell(std::string text) {
+  for (char& c : text) {
+    if (c == '\n') c = ' ';
+    if (c == '|') c = '/';
+  }
+  return text;
+}
+
 Options parse(int argc, char** argv) {
   bench::Flags flags(argc, argv,
                      "gpt_train [--batches 8,16,32,64] [--context N] [--steps N] [--warmup N] [--layers N] "
-                     "[--width N] [--heads N] [--vocab N] [--gemm N] [--device cpu|cuda]");
+                     "[--width N] [--heads N] [--vocab N] [--gemm N] [--modes eager,graph] [--device cpu|cuda]");
   Options o;
   o.device = flags.device();
   o.batches = flags.counts("--batches", {8, 16, 32, 64}, 1 << 20);
@@ -126,6 +169,11 @@ Options parse(int argc, char** argv) {
   o.shape.heads = flags.count("--heads", o.shape.heads, 1 << 10);
   o.shape.vocab = flags.count("--vocab", o.shape.vocab, 1 << 24);
   o.gemm = flags.count("--gemm", o.device.is_cuda() ? 8192 : 512, 1 << 16);
+  o.modes = flags.list(
+      "--modes", o.device.is_cuda() ? std::vector<std::string>{"eager", "graph"} : std::vector<std::string>{"eager"},
+      {"eager", "graph"});
+  if (!o.device.is_cuda() && std::find(o.modes.begin(), o.modes.end(), "graph") != o.modes.end())
+    flags.fail("--modes graph captures CUDA graphs, so it needs --device cuda");
   if (o.shape.width % o.shape.heads != 0)
     flags.fail("--width " + std::to_string(o.shape.width) + " must be a multiple of --heads " +
                std::to_string(o.shape.heads));
@@ -141,13 +189,18 @@ int main(int argc, char** argv) {
   const int64_t n = parameter_count(s);
   const double flops_per_token = 6.0 * double(n) + 6.0 * double(s.layers * s.width * s.context);
   const double peak_tflops = gemm_tflops(o.gemm, o.device);
+  const bool graphs = std::find(o.modes.begin(), o.modes.end(), "graph") != o.modes.end();
+  const std::string graph_note = graphs ? "; ember graph: one step run eagerly, then the step captured once in a "
+                                          "cuda::Graph and replayed (warm-up and timed steps are replays)"
+                                        : "";
 
   std::printf(
       "ember gpt_train: GPT of %s (head tied to the token embedding, GELU tanh, GPT-2's initialization), "
       "%lld parameters; random tokens; "
       "bf16 autocast; AdamW lr 6e-4, weight decay 0.1, betas 0.9/0.95 (one fused multi-tensor step); "
-      "median of %d steps after %d warm-up steps, on %s\n\n",
-      s.str().c_str(), static_cast<long long>(n), o.steps, o.warmup, bench::timing_description(o.device).c_str());
+      "median of %d steps after %d warm-up steps, on %s%s\n\n",
+      s.str().c_str(), static_cast<long long>(n), o.steps, o.warmup, bench::timing_description(o.device).c_str(),
+      graph_note.c_str());
   std::printf(
       "FLOPs per token: 6 N + 6 L C T = %.4g (llm.c's convention: N = every parameter counted once, the tied "
       "head with the token embedding, position embedding included)\n",
@@ -161,17 +214,26 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   bool failed = false;
   for (const int64_t batch : o.batches) {
-    const std::string what = "batch " + std::to_string(batch);
-    const std::string cells = bench::cells_or_error(what, 4, failed, [&] {
-      const Measured m = measure(o, batch);
-      const double tokens_per_s = double(batch * s.context) / (m.ms * 1e-3);
-      const double tflops = flops_per_token * tokens_per_s / 1e12;
-      const std::string peak = m.peak_gib < 0 ? "-" : bench::format("%.2f", m.peak_gib);
-      return bench::format(" | %.2f | %.0f | %.1f | %.1f%% | %s", m.ms, tokens_per_s, tflops,
-                           100.0 * tflops / peak_tflops, peak.c_str());
-    });
-    std::printf("| ember | %lld%s |\n", static_cast<long long>(batch), cells.c_str());
-    std::fflush(stdout);
+    for (const std::string& mode : o.modes) {
+      const std::string what = mode + " batch " + std::to_string(batch);
+      std::string cells;
+      try {
+        cells = bench::cells_or_error(what, 4, failed, [&] {
+          const Measured m = measure(o, batch, mode == "graph");
+          const double tokens_per_s = double(batch * s.context) / (m.ms * 1e-3);
+          const double tflops = flops_per_token * tokens_per_s / 1e12;
+          const std::string peak = m.peak_gib < 0 ? "-" : bench::format("%.2f", m.peak_gib);
+          return bench::format(" | %.2f | %.0f | %.1f | %.1f%% | %s", m.ms, tokens_per_s, tflops,
+                               100.0 * tflops / peak_tflops, peak.c_str());
+        });
+      } catch (const CaptureFailed& e) {
+        cells = " | capture failed: " + as_cell(e.message) + " | | | |";
+        failed = true;
+        std::fprintf(stderr, "%s: %s\n", what.c_str(), e.message.c_str());
+      }
+      std::printf("| ember %s | %lld%s |\n", mode.c_str(), static_cast<long long>(batch), cells.c_str());
+      std::fflush(stdout);
+    }
   }
   return failed ? 1 : 0;
 }
