@@ -2,6 +2,11 @@
 #include "examples/common/flags.h"
 
 #include <cmath>
+#include <filesystem>
+#include <system_error>
+
+#include "ember/core/cuda/device.h"
+#include "ember/core/error.h"
 
 namespace ember::examples {
 
@@ -62,6 +67,37 @@ std::string flag_entry(const char* name, const char* value, const std::string& h
   }
   s << "\n";
   return s.str();
+}
+
+Device resolve_device(const std::string& spec) {
+  if (spec == "auto") return cuda::is_available() ? cuda_device(0) : kCPU;
+  Device device;
+  try {
+    device = Device(spec);
+  } catch (const Error&) {
+    bad_value("--device", spec, "expected cpu, cuda, cuda:N or auto");
+  }
+  if (device.is_cuda() && device.index >= cuda::device_count()) {
+    std::ostringstream why;
+    why << cuda::device_count() << " CUDA devices are visible";
+#if !EMBER_WITH_CUDA
+    why << " (this ember was built without CUDA)";
+#endif
+    why << ", CUDA_VISIBLE_DEVICES=" << cuda::visible_devices_env() << "; use --device cpu or auto";
+    bad_value("--device", spec, why.str());
+  }
+  return device;
+}
+
+void check_directory_of(const std::string& flag, const std::string& path) {
+  if (path.empty()) throw UsageError(flag + ": the file name is empty");
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) {
+    throw UsageError(flag + ": the directory " + dir.string() + " of '" + path + "' does not exist");
+  }
+  if (std::filesystem::is_directory(path, ec)) throw UsageError(flag + ": '" + path + "' is a directory");
 }
 
 }  // namespace ember::examples

@@ -27,6 +27,8 @@
 #include <utility>
 #include <vector>
 
+#include "ember/core/device.h"
+
 namespace ember::examples {
 
 // A bad command line; main() prints it with the usage text and exits 2.
@@ -106,5 +108,14 @@ std::string flag_list(const std::vector<Flag<Raw>>& table, size_t indent) {
   for (const Flag<Raw>& f : table) s += flag_entry(f.name, f.value, f.help, indent);
   return s;
 }
+
+// --device's value: "auto" is cuda:0 when a GPU is visible, else the CPU;
+// "cpu", "cuda", "cuda:N" as Device parses them. A GPU index past the
+// visible ones is a UsageError naming the count and CUDA_VISIBLE_DEVICES.
+Device resolve_device(const std::string& spec);
+
+// A file the program will write at `path` (given by `flag`): its directory
+// must exist and the path must not be a directory; else a UsageError.
+void check_directory_of(const std::string& flag, const std::string& path);
 
 }  // namespace ember::examples

@@ -38,8 +38,10 @@ struct Raw {
 using Flag = examples::Flag<Raw>;
 using Setter = decltype(Flag::set);
 using examples::bad_value;
+using examples::check_directory_of;
 using examples::parse_integer;
 using examples::parse_number;
+using examples::resolve_device;
 
 // Setters for the common kinds of value.
 Setter integer(std::optional<int64_t> Raw::*field, int64_t min, int64_t max) {
@@ -142,36 +144,6 @@ const std::vector<Flag>& flags() {
        [](Raw& r, const std::string&, const std::string&) { r.options.help = true; }},
   };
   return table;
-}
-
-Device resolve_device(const std::string& spec) {
-  if (spec == "auto") return cuda::is_available() ? cuda_device(0) : kCPU;
-  Device device;
-  try {
-    device = Device(spec);
-  } catch (const Error&) {
-    bad_value("--device", spec, "expected cpu, cuda, cuda:N or auto");
-  }
-  if (device.is_cuda() && device.index >= cuda::device_count()) {
-    std::ostringstream why;
-    why << cuda::device_count() << " CUDA devices are visible";
-#if !EMBER_WITH_CUDA
-    why << " (this ember was built without CUDA)";
-#endif
-    why << "; use --device cpu or auto";
-    bad_value("--device", spec, why.str());
-  }
-  return device;
-}
-
-void check_directory_of(const std::string& flag, const std::string& path) {
-  if (path.empty()) throw UsageError(flag + ": the file name is empty");
-  std::filesystem::path dir = std::filesystem::path(path).parent_path();
-  if (dir.empty()) dir = ".";
-  std::error_code ec;
-  if (!std::filesystem::is_directory(dir, ec)) {
-    throw UsageError(flag + ": the directory " + dir.string() + " of '" + path + "' does not exist");
-  }
 }
 
 Options finish(Raw raw) {
