@@ -31,7 +31,8 @@
 // Backward (deterministic, no atomics, as the CPU kernels): a row-dot kernel
 // writes D_i = dO_i . O_i (float32 workspace); one block per 64 keys
 // accumulates dK and dV over the query tiles; one block per 64 query rows
-// accumulates dQ over the key tiles. S and dP are computed in both, the
+// accumulates dQ over the key tiles, both loading the next tile into a
+// second stage while one is computed. S and dP are computed in both, the
 // price of writing every gradient element from one block.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -76,6 +77,10 @@ constexpr int kv_block(int d) { return d <= 128 ? 64 : 32; }
 constexpr int forward_m_tiles(int d) { return d <= 64 ? 2 : 1; }
 constexpr int forward_rows(int d) { return kWarps * 16 * forward_m_tiles(d); }
 constexpr int q_block_backward(int d) { return d <= 64 ? 64 : 32; }
+// Keys per tile of the dQ kernel: its two stages of K and V tiles of 64
+// keys at head_dim 128 would pass the 99 KB of shared memory a block gets
+// on sm_86/sm_89.
+constexpr int q_kernel_kv_block(int d) { return d <= 96 ? 64 : 32; }
 
 // ---------------------------------------------------------------------------
 // CUDA kernels
@@ -528,12 +533,13 @@ __global__ void __launch_bounds__(kThreads)
   extern __shared__ __align__(16) unsigned char smem[];
   T* sk = reinterpret_cast<T*>(smem);
   T* sv = sk + kRowsPerBlock * S;
-  T* sq = sv + kRowsPerBlock * S;
-  T* sdo = sq + Br * S;
-  float* s_lse2 = reinterpret_cast<float*>(sdo + Br * S);
-  float* s_dot = s_lse2 + Br;
+  T* sq = sv + kRowsPerBlock * S;  // two stages of Q, then two of dO, logsumexp and D
+  T* sdo = sq + 2 * Br * S;
+  float* s_lse2 = reinterpret_cast<float*>(sdo + 2 * Br * S);
+  float* s_dot = s_lse2 + 2 * Br;
   const uint32_t k_addr = shared_address(sk), v_addr = shared_address(sv), q_addr = shared_address(sq),
                  do_addr = shared_address(sdo);
+  constexpr uint32_t kStageBytes = uint32_t(Br * S * int(sizeof(T)));
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const Head hd(a, blockIdx.z, blockIdx.y);
   const int64_t j0 = int64_t(blockIdx.x) * kRowsPerBlock, warp_key0 = j0 + warp * 16;
@@ -542,11 +548,26 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t bh = int64_t(blockIdx.z) * a.heads + blockIdx.y;
   const float* lse = static_cast<const float*>(a.logsumexp) + bh * a.q_len;
   const float* dot = row_dot + bh * a.q_len;
+  // The query tile at i0 into `stage`: Q and dO rows with cp.async (the
+  // caller commits), logsumexp (base 2) and D with plain stores.
+  const auto load_query_tile = [&](int64_t i0, int stage) {
+    const uint32_t offset = uint32_t(stage) * kStageBytes;
+    load_tile<T, D, Br>(q_addr + offset, q + i0 * a.q_strides[2], a.q_strides[2], a.q_len - i0);
+    load_tile<T, D, Br>(do_addr + offset, go + i0 * a.grad_out_strides[2], a.grad_out_strides[2], a.q_len - i0);
+    for (int r = threadIdx.x; r < Br; r += kThreads) {
+      const bool in = i0 + r < a.q_len;
+      s_lse2[stage * Br + r] = in ? lse_base2(lse[i0 + r]) : INFINITY;
+      s_dot[stage * Br + r] = in ? dot[i0 + r] : 0.f;
+    }
+  };
+  // Causal: query rows before j0 see none of these keys.
+  const int64_t first_row = a.causal ? j0 / Br * Br : 0;
 
   load_tile<T, D, kRowsPerBlock>(k_addr, hd.rows<T>(a.k, a.k_strides) + j0 * a.k_strides[2], a.k_strides[2],
                                  a.kv_len - j0);
   load_tile<T, D, kRowsPerBlock>(v_addr, hd.rows<T>(a.v, a.v_strides) + j0 * a.v_strides[2], a.v_strides[2],
                                  a.kv_len - j0);
+  if (first_row < a.q_len) load_query_tile(first_row, 0);
   cp_async_commit();
 
   float dk[D / 8][4], dv[D / 8][4];
@@ -554,35 +575,34 @@ __global__ void __launch_bounds__(kThreads)
   zero(dv);
   const uint32_t k_warp = k_addr + uint32_t(warp * 16 * S * int(sizeof(T)));
   const uint32_t v_warp = v_addr + uint32_t(warp * 16 * S * int(sizeof(T)));
-  // Causal: query rows before j0 see none of these keys.
-  for (int64_t i0 = a.causal ? j0 / Br * Br : 0; i0 < a.q_len; i0 += Br) {
-    load_tile<T, D, Br>(q_addr, q + i0 * a.q_strides[2], a.q_strides[2], a.q_len - i0);
-    load_tile<T, D, Br>(do_addr, go + i0 * a.grad_out_strides[2], a.grad_out_strides[2], a.q_len - i0);
-    cp_async_commit();
-    for (int r = threadIdx.x; r < Br; r += kThreads) {
-      const bool in = i0 + r < a.q_len;
-      s_lse2[r] = in ? lse_base2(lse[i0 + r]) : INFINITY;
-      s_dot[r] = in ? dot[i0 + r] : 0.f;
-    }
-    cp_async_wait<0>();
+  int stage = 0;
+  for (int64_t i0 = first_row; i0 < a.q_len; i0 += Br, stage ^= 1) {
+    cp_async_wait<0>();  // this thread's part of the tile at i0 has landed
+    // Every thread's part has; every warp is done with the previous tile,
+    // whose stage the next tile now fills while this one is computed.
     __syncthreads();
+    if (i0 + Br < a.q_len) {
+      load_query_tile(i0 + Br, stage ^ 1);
+      cp_async_commit();
+    }
+    const uint32_t q_tile = q_addr + uint32_t(stage) * kStageBytes, do_tile = do_addr + uint32_t(stage) * kStageBytes;
 
     float st[Br / 8][4], dpt[Br / 8][4];  // S^T and dP^T: rows keys, columns queries
     zero(st);
     zero(dpt);
-    warp_gemm_nt<T, D, Br>(st, k_warp, q_addr, S, lane);
-    warp_gemm_nt<T, D, Br>(dpt, v_warp, do_addr, S, lane);
+    warp_gemm_nt<T, D, Br>(st, k_warp, q_tile, S, lane);
+    warp_gemm_nt<T, D, Br>(dpt, v_warp, do_tile, S, lane);
     const bool offsets =
         a.mask != nullptr || warp_key0 + 16 > a.kv_len || i0 + Br > a.q_len || (a.causal && warp_key0 + 15 > i0);
-    backward_probabilities<T, Br, true>(hd, scale_log2, warp_key0, i0, offsets, s_lse2, s_dot, st, dpt);
+    backward_probabilities<T, Br, true>(hd, scale_log2, warp_key0, i0, offsets, s_lse2 + stage * Br, s_dot + stage * Br,
+                                        st, dpt);
     uint32_t pf[Br / 16][4], dsf[Br / 16][4];
     to_a_fragments<T, Br>(st, pf);
     to_a_fragments<T, Br>(dpt, dsf);
-    warp_gemm_rn<T, Br, D>(dv, pf, do_addr, S, lane);
-    warp_gemm_rn<T, Br, D>(dk, dsf, q_addr, S, lane);
-    __syncthreads();  // every warp is done with this Q and dO tile
+    warp_gemm_rn<T, Br, D>(dv, pf, do_tile, S, lane);
+    warp_gemm_rn<T, Br, D>(dk, dsf, q_tile, S, lane);
   }
-  cp_async_wait<0>();
+  cp_async_wait<0>();  // no query tile: K's and V's copies
 
   T* grad_k = hd.rows<T>(a.grad_k, a.grad_k_strides);
   T* grad_v = hd.rows<T>(a.grad_v, a.grad_v_strides);
@@ -603,20 +623,22 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // dQ of 64 query rows of the (batch blockIdx.z, head blockIdx.y), summed
-// over key tiles of kv_block(D) keys; blockIdx.x counts the row blocks from
-// the last, so that under a causal mask the heaviest blocks start first.
+// over key tiles of q_kernel_kv_block(D) keys; blockIdx.x counts the row
+// blocks from the last, so that under a causal mask the heaviest blocks
+// start first.
 template <typename T, int D>
 __global__ void __launch_bounds__(kThreads)
     attention_backward_q_kernel(const AttentionArgs a, float scale_log2, const float* row_dot) {
 #if EMBER_ATTENTION_TENSOR_CORES
-  constexpr int Bc = kv_block(D), S = D + kPad;
+  constexpr int Bc = q_kernel_kv_block(D), S = D + kPad;
   extern __shared__ __align__(16) unsigned char smem[];
   T* sq = reinterpret_cast<T*>(smem);
   T* sdo = sq + kRowsPerBlock * S;
-  T* sk = sdo + kRowsPerBlock * S;
-  T* sv = sk + Bc * S;
+  T* sk = sdo + kRowsPerBlock * S;  // two stages of K, then two of V
+  T* sv = sk + 2 * Bc * S;
   const uint32_t q_addr = shared_address(sq), do_addr = shared_address(sdo), k_addr = shared_address(sk),
                  v_addr = shared_address(sv);
+  constexpr uint32_t kStageBytes = uint32_t(Bc * S * int(sizeof(T)));
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const Head hd(a, blockIdx.z, blockIdx.y);
   const int64_t q0 = int64_t(gridDim.x - 1 - blockIdx.x) * kRowsPerBlock, warp_row0 = q0 + warp * 16;
@@ -628,6 +650,11 @@ __global__ void __launch_bounds__(kThreads)
                                  a.q_len - q0);
   load_tile<T, D, kRowsPerBlock>(do_addr, hd.rows<T>(a.grad_out, a.grad_out_strides) + q0 * a.grad_out_strides[2],
                                  a.grad_out_strides[2], a.q_len - q0);
+  const int64_t kv_end = a.causal && q0 + kRowsPerBlock < a.kv_len ? q0 + kRowsPerBlock : a.kv_len;
+  if (kv_end > 0) {
+    load_tile<T, D, Bc>(k_addr, k, a.k_strides[2], a.kv_len);
+    load_tile<T, D, Bc>(v_addr, v, a.v_strides[2], a.kv_len);
+  }
   cp_async_commit();
   float lse2[2], dot[2];  // of this thread's rows g and g + 8
   {
@@ -645,27 +672,32 @@ __global__ void __launch_bounds__(kThreads)
   zero(dq);
   const uint32_t q_warp = q_addr + uint32_t(warp * 16 * S * int(sizeof(T)));
   const uint32_t do_warp = do_addr + uint32_t(warp * 16 * S * int(sizeof(T)));
-  const int64_t kv_end = a.causal && q0 + kRowsPerBlock < a.kv_len ? q0 + kRowsPerBlock : a.kv_len;
-  for (int64_t j0 = 0; j0 < kv_end; j0 += Bc) {
-    load_tile<T, D, Bc>(k_addr, k + j0 * a.k_strides[2], a.k_strides[2], a.kv_len - j0);
-    load_tile<T, D, Bc>(v_addr, v + j0 * a.v_strides[2], a.v_strides[2], a.kv_len - j0);
-    cp_async_commit();
-    cp_async_wait<0>();
+  int stage = 0;
+  for (int64_t j0 = 0; j0 < kv_end; j0 += Bc, stage ^= 1) {
+    cp_async_wait<0>();  // this thread's part of K_j and V_j (and Q, dO) has landed
+    // Every thread's part has; every warp is done with the previous tile,
+    // whose stage the next tile now fills while this one is computed.
     __syncthreads();
+    const uint32_t next = uint32_t(stage ^ 1) * kStageBytes;
+    if (j0 + Bc < kv_end) {
+      load_tile<T, D, Bc>(k_addr + next, k + (j0 + Bc) * a.k_strides[2], a.k_strides[2], a.kv_len - j0 - Bc);
+      load_tile<T, D, Bc>(v_addr + next, v + (j0 + Bc) * a.v_strides[2], a.v_strides[2], a.kv_len - j0 - Bc);
+      cp_async_commit();
+    }
+    const uint32_t k_tile = k_addr + uint32_t(stage) * kStageBytes, v_tile = v_addr + uint32_t(stage) * kStageBytes;
 
     float s[Bc / 8][4], dp[Bc / 8][4];
     zero(s);
     zero(dp);
-    warp_gemm_nt<T, D, Bc>(s, q_warp, k_addr, S, lane);
-    warp_gemm_nt<T, D, Bc>(dp, do_warp, v_addr, S, lane);
+    warp_gemm_nt<T, D, Bc>(s, q_warp, k_tile, S, lane);
+    warp_gemm_nt<T, D, Bc>(dp, do_warp, v_tile, S, lane);
     const bool offsets = hd.needs_offsets(warp_row0, j0, Bc);
     backward_probabilities<T, Bc, false>(hd, scale_log2, warp_row0, j0, offsets, lse2, dot, s, dp);
     uint32_t dsf[Bc / 16][4];
     to_a_fragments<T, Bc>(dp, dsf);
-    warp_gemm_rn<T, Bc, D>(dq, dsf, k_addr, S, lane);
-    __syncthreads();  // every warp is done with this K and V tile
+    warp_gemm_rn<T, Bc, D>(dq, dsf, k_tile, S, lane);
   }
-  cp_async_wait<0>();
+  cp_async_wait<0>();  // no key tile: Q's and dO's copies
 
   T* grad_q = hd.rows<T>(a.grad_q, a.grad_q_strides);
   const float scale = scale_log2 / kLog2e;
@@ -692,11 +724,11 @@ constexpr size_t forward_shared_bytes(int d) {
   return size_t(forward_rows(d) + 4 * kv_block(d)) * size_t(d + kPad) * 2;
 }
 constexpr size_t backward_kv_shared_bytes(int d) {
-  return size_t(2 * kRowsPerBlock + 2 * q_block_backward(d)) * size_t(d + kPad) * 2 +
-         2 * size_t(q_block_backward(d)) * sizeof(float);
+  return size_t(2 * kRowsPerBlock + 4 * q_block_backward(d)) * size_t(d + kPad) * 2 +
+         4 * size_t(q_block_backward(d)) * sizeof(float);
 }
 constexpr size_t backward_q_shared_bytes(int d) {
-  return size_t(2 * kRowsPerBlock + 2 * kv_block(d)) * size_t(d + kPad) * 2;
+  return size_t(2 * kRowsPerBlock + 4 * q_kernel_kv_block(d)) * size_t(d + kPad) * 2;
 }
 
 bool forward_head_dim(int64_t d) { return d == 32 || d == 64 || d == 96 || d == 128 || d == 256; }
