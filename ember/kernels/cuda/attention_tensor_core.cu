@@ -63,7 +63,7 @@ namespace {
 
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
-constexpr int kRowsPerBlock = kWarps * 16;  // query rows of a forward/dQ block, keys of a dK/dV block
+constexpr int kRowsPerBlock = kWarps * 16;  // query rows of a dQ block, keys of a dK/dV block
 constexpr int kPad = 8;                     // elements added to every shared-memory row (16 bytes)
 constexpr float kLog2e = 1.4426950408889634f;
 
