@@ -1,20 +1,14 @@
 // Saving and restoring a run through ember/optim/checkpoint.h.
 #include "examples/train/run_state.h"
 
-#include <bit>
-
 #include "ember/optim/checkpoint.h"
+#include "examples/common/run_checkpoint.h"
 #include "examples/train/options.h"
 
 namespace ember::train {
 namespace {
 
-int64_t counter(const Checkpoint& c, const std::string& path, const char* name) {
-  auto it = c.counters.find(name);
-  EMBER_CHECK(it != c.counters.end(),
-              "ember-train: " << path << " has no \"" << name << "\" counter; it was not written by ember-train");
-  return it->second;
-}
+constexpr const char* kProgram = "ember-train";
 
 }  // namespace
 
@@ -25,16 +19,10 @@ void save_run(const std::string& path, const nn::Module& model, const optim::Opt
   for (const auto& item : model.state_dict()) c.model[item.key] = item.value;
   c.optimizer = optimizer.state_dict();
   if (scheduler != nullptr) c.scheduler = scheduler->state_dict();
-  const GeneratorState rng = generator.get_state();
   c.counters["epoch"] = position.epoch;
   c.counters["global_step"] = position.global_step;
-  c.counters["rng_seed"] = std::bit_cast<int64_t>(rng.seed);
-  c.counters["rng_offset"] = std::bit_cast<int64_t>(rng.offset);
-  if (scaler != nullptr) {
-    const amp::GradScalerState s = scaler->state_dict();
-    c.counters["scaler_scale"] = std::bit_cast<int64_t>(s.scale);
-    c.counters["scaler_growth_tracker"] = s.growth_tracker;
-  }
+  examples::save_generator(c, "rng", generator);
+  if (scaler != nullptr) examples::save_scaler(c, *scaler);
   c.metadata = flags;
   save_checkpoint(path, c);
 }
@@ -43,26 +31,15 @@ RunPosition load_run(const std::string& path, nn::Module& model, optim::Optimize
                      optim::LRScheduler* scheduler, Generator& generator, const RunFlags& flags,
                      amp::GradScaler* scaler) {
   Checkpoint c = load_checkpoint(path);
-  for (const auto& [name, value] : flags) {
-    auto it = c.metadata.find(name);
-    const std::string saved = it == c.metadata.end() ? "(not recorded)" : it->second;
-    if (saved != value) {
-      throw UsageError("--resume: " + path + " was saved by a run with --" + name + " " + saved +
-                       ", but this run has --" + name + " " + value + "; resume with the same --" + name);
-    }
-  }
+  examples::check_run_flags(c, path, flags);
   EMBER_CHECK(c.scheduler.has_value() == (scheduler != nullptr),
-              "ember-train: " << path << (c.scheduler ? " holds" : " lacks") << " a scheduler state, but this run "
-                              << (scheduler ? "has" : "has no") << " schedule");
-  RunPosition position{counter(c, path, "epoch"), counter(c, path, "global_step")};
-  const GeneratorState rng{std::bit_cast<uint64_t>(counter(c, path, "rng_seed")),
-                           std::bit_cast<uint64_t>(counter(c, path, "rng_offset"))};
+              kProgram << ": " << path << (c.scheduler ? " holds" : " lacks") << " a scheduler state, but this run "
+                       << (scheduler ? "has" : "has no") << " schedule");
+  RunPosition position{examples::counter(c, kProgram, path, "epoch"),
+                       examples::counter(c, kProgram, path, "global_step")};
+  const GeneratorState rng = examples::saved_generator(c, kProgram, path, "rng");
   amp::GradScalerState scaler_state;
-  if (scaler != nullptr) {
-    scaler_state = scaler->state_dict();
-    scaler_state.scale = std::bit_cast<double>(counter(c, path, "scaler_scale"));
-    scaler_state.growth_tracker = counter(c, path, "scaler_growth_tracker");
-  }
+  if (scaler != nullptr) scaler_state = examples::saved_scaler(c, kProgram, path, *scaler);
   nn::OrderedDict<Tensor> state;
   for (const auto& [name, t] : c.model) state.insert(name, t);
   model.load_state_dict(state);
