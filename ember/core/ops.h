@@ -10,11 +10,11 @@
 //   float32, as PyTorch does.
 // - Each differentiable op records a node for backward when grad mode is on
 //   and an input requires grad; its name is the op's name + "Backward".
-// - Under autocast (ember/parallel/amp/autocast.h) matmul, linear, conv2d
-//   and scaled_dot_product_attention cast their inputs to the autocast
-//   dtype, and softmax, log_softmax, layer_norm, sum, mean, var, std and
-//   logsumexp cast half inputs to float32 (ember/core/autocast_state.h has
-//   the exact rules).
+// - Under autocast (ember/parallel/amp/autocast.h) matmul, linear,
+//   linear_gelu, conv2d and scaled_dot_product_attention cast their inputs
+//   to the autocast dtype, and softmax, log_softmax, layer_norm, sum, mean,
+//   var, std and logsumexp cast half inputs to float32
+//   (ember/core/autocast_state.h has the exact rules).
 // - Errors are ember::Error naming the op, the shapes, dtypes and devices.
 #pragma once
 
@@ -82,6 +82,11 @@ Tensor relu(const Tensor& x);
 // ember::Error. gelu(x) is the exact form.
 Tensor gelu(const Tensor& x);
 Tensor gelu(const Tensor& x, std::string_view approximate);
+// grad * gelu'(x) for gelu(x, approximate) (aten's gelu_backward(grad_output,
+// self, approximate)): the gradient gelu's backward gives, for x and grad of
+// one shape, dtype and device. Differentiable (composed of recorded ops)
+// when grad mode is on; one fused kernel otherwise.
+Tensor gelu_backward(const Tensor& grad, const Tensor& x, std::string_view approximate);
 Tensor abs(const Tensor& x);
 Tensor sign(const Tensor& x);
 Tensor sin(const Tensor& x);
@@ -293,6 +298,16 @@ bool gemm_autotune();
 // the bias is added in the GEMM's epilogue (cublasLt) when the layout of x
 // allows it.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
+// ember's fused form of gelu(linear(x, weight, bias), approximate), with
+// exactly that result, gradients and autocast behaviour (PyTorch has no such
+// function). On CUDA with a bias, approximate "tanh", a floating dtype and
+// a layout linear's fused path takes, the bias and the GELU run in the
+// GEMM's epilogue (cublasLt GELU_AUX_BIAS), which also writes the
+// pre-activation that the backward saves; the backward is gelu_backward on
+// it followed by linear's backward. Otherwise (the CPU, "none", no bias,
+// sizes cublasLt declines: out_features not a multiple of 8) it is the
+// composition itself.
+Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias, std::string_view approximate = "tanh");
 
 // ---------------- joining and splitting ----------------
 // cat promotes dtypes; sizes must match except along dim. As in PyTorch's

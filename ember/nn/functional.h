@@ -44,6 +44,9 @@ Tensor embedding(const Tensor& input, const Tensor& weight);
 // y = input weight^T + bias: input (*, in), weight (out, in), bias (out) or
 // undefined; all of one dtype and device.
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias = {});
+// gelu(linear(input, weight, bias), approximate) in one op, the bias and the
+// GELU in the GEMM's epilogue on CUDA (ember/core/ops.h has its semantics).
+using ember::linear_gelu;
 
 // torch.nn.functional.scaled_dot_product_attention: ember's fused op
 // (ember/core/ops.h has its semantics).

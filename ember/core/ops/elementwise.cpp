@@ -144,6 +144,16 @@ Tensor gelu(const Tensor& x, std::string_view approximate) {
   return y;
 }
 
+Tensor gelu_backward(const Tensor& grad, const Tensor& x, std::string_view approximate) {
+  EMBER_CHECK(approximate == "none" || approximate == "tanh",
+              "gelu_backward: approximate must be 'none' or 'tanh', got '" << approximate << "'");
+  EMBER_CHECK(grad.shape() == x.shape() && grad.dtype() == x.dtype() && grad.device() == x.device(),
+              "gelu_backward: grad and input must match, but got grad " << detail::describe(grad) << " and input "
+                                                                        << detail::describe(x));
+  const BinaryOp op = approximate == "tanh" ? BinaryOp::GeluTanhBackward : BinaryOp::GeluBackward;
+  return backward_formula(op, "gelu_backward", grad, x);
+}
+
 EMBER_FLOAT_UNARY(erf, Erf, "ErfBackward", SavedTensor(x), g[0] * exp(-square(s)) * 1.12837916709551257390)
 EMBER_FLOAT_UNARY(sin, Sin, "SinBackward", SavedTensor(x), g[0] * cos(s))
 EMBER_FLOAT_UNARY(cos, Cos, "CosBackward", SavedTensor(x), -(g[0] * sin(s)))

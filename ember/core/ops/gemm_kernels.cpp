@@ -9,6 +9,7 @@ namespace ember {
 KernelStub<GemmKernelFn> gemm_stub("gemm");
 KernelStub<GemmBiasKernelFn> gemm_bias_stub("gemm_bias");
 KernelStub<GemmBiasGradKernelFn> gemm_bias_grad_stub("gemm_bias_grad");
+KernelStub<GemmBiasGeluKernelFn> gemm_bias_gelu_stub("gemm_bias_gelu");
 
 bool gemm_bias_grad_pairs(DType dtype, DType c_dtype) {
   const bool half = dtype == DType::Float16 || dtype == DType::BFloat16;

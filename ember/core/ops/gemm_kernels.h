@@ -1,5 +1,5 @@
 // GEMM: the strided-batched matrix multiply every matmul-shaped op
-// dispatches to, and its bias-epilogue variant for linear; ember/kernels/cpu and
+// dispatches to, and its epilogue variants for linear and linear_gelu; ember/kernels/cpu and
 // ember/kernels/cuda register one implementation of each per device type.
 //
 // Contract, in row-major terms (strides and leading dims in elements):
@@ -89,6 +89,22 @@ extern KernelStub<GemmKernelFn> gemm_stub;
 // CPU kernel never declines.
 using GemmBiasKernelFn = bool(const GemmArgs& args, const void* bias);
 extern KernelStub<GemmBiasKernelFn> gemm_bias_stub;
+
+// The bias-and-GELU-epilogue GEMM (linear_gelu's fused path): for one
+// matrix (batch 1), with everything as for gemm_bias_stub,
+//
+//   pre(i, j) = alpha * (op(A) * op(B))(i, j) + bias[j]
+//   C(i, j)   = gelu_tanh(pre(i, j))
+//
+// gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), the
+// "tanh" form of ember::gelu. pre is of `dtype` with leading dim ld_pre (>=
+// n); it is the input linear_gelu's backward saves. Both are computed from
+// the float accumulator for the 16-bit types and rounded once. A kernel may
+// decline as gemm_bias_stub's does (returns false having written nothing).
+// Only CUDA registers one (cublasLt's GELU_AUX_BIAS epilogue; it declines
+// float64); callers test has() and compose linear and gelu otherwise.
+using GemmBiasGeluKernelFn = bool(const GemmArgs& args, const void* bias, void* pre, int64_t ld_pre);
+extern KernelStub<GemmBiasGeluKernelFn> gemm_bias_gelu_stub;
 
 // The bias-gradient-epilogue GEMM (linear's weight and bias gradients in one
 // pass): for one matrix (batch 1), alpha 1 and beta 0,

@@ -1,5 +1,6 @@
 // linear (torch.nn.functional.linear): y = x W^T + b, its fused paths and
-// its backward.
+// its backward; and linear_gelu, gelu(linear(x, W, b)) with the GELU in the
+// GEMM's epilogue.
 //
 // Shapes: x [..., in_features] of any rank >= 1, weight [out_features,
 // in_features], bias [out_features] or undefined; y [..., out_features].
@@ -27,6 +28,18 @@
 // weight and bias themselves in their own dtype: dW and db of float32
 // weights come out of the half-precision GEMM in float32 (or are cast
 // there on the fallback path), so no cast kernel runs on them.
+//
+// linear_gelu: where gemm_bias_gelu_stub has a kernel (CUDA), approximate
+// is "tanh" and fused_linear's conditions hold, one GEMM writes
+// y = gelu_tanh(pre) and pre = x W^T + b. The graph recorded is the
+// composition's: pre gets linear's node (LinearBackward above) and y a
+// GeluBackward node on pre, so gradients, double backward and autocast are
+// those of gelu(linear(x, W, b), "tanh"). Otherwise linear_gelu is that
+// composition. (cublasLt's DGELU_BGRAD epilogue fuses gelu' into the GEMM
+// that produces the incoming gradient, the next layer's dX; ember's ops are
+// separate, so gelu_backward runs as one elementwise kernel before
+// linear's backward GEMMs.)
+#include <string_view>
 #include <tuple>
 #include <utility>
 
@@ -80,8 +93,10 @@ void check_linear(const Tensor& x, const Tensor& w, const Tensor& b) {
 }
 
 // y = x W^T + b through gemm_bias_stub, or an undefined tensor when x is not
-// 2-D-able or the kernel declines. Takes detached tensors.
-Tensor fused_linear(const Tensor& x, const Tensor& w, const Tensor& b) {
+// 2-D-able or the kernel declines. With `pre`, y = gelu_tanh(x W^T + b)
+// through gemm_bias_gelu_stub instead, and *pre = x W^T + b (contiguous, of
+// y's shape). Takes detached tensors.
+Tensor fused_linear(const Tensor& x, const Tensor& w, const Tensor& b, Tensor* pre = nullptr) {
   const int64_t k = x.size(-1), n = w.size(0);
   int64_t rows = 1;
   for (int64_t d = 0; d + 1 < x.dim(); ++d) rows *= x.size(d);
@@ -103,7 +118,10 @@ Tensor fused_linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   out_shape.back() = n;
   Tensor y = empty(out_shape, x.dtype(), x.device());
   const GemmArgs g = matrix_gemm(x, *xl, wc, *wl, rows, n, k, y.data_ptr());
-  if (!gemm_bias_stub(x.device().type)(g, bc.data_ptr())) return {};
+  if (pre == nullptr) return gemm_bias_stub(x.device().type)(g, bc.data_ptr()) ? y : Tensor();
+  Tensor p = empty(out_shape, x.dtype(), x.device());
+  if (!gemm_bias_gelu_stub(x.device().type)(g, bc.data_ptr(), p.data_ptr(), n)) return {};
+  *pre = p;
   return y;
 }
 
@@ -130,19 +148,12 @@ std::pair<Tensor, Tensor> fused_weight_grad(const Tensor& g, const Tensor& x, bo
   return {dw, db};
 }
 
-// The op and its record. x, w, b are the product's operands; the gradients
-// go to x, weight and bias, in their dtypes (w and b are weight and bias
-// themselves, or their casts without history under autocast).
-Tensor linear_of(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& weight, const Tensor& bias) {
-  check_linear(x, w, b);
-  Tensor xd = x.detach(), wd = w.detach(), bd = b.defined() ? b.detach() : Tensor();
-  Tensor y;
-  if (bd.defined() && is_floating(x.dtype())) y = fused_linear(xd, wd, bd);
-  if (!y.defined()) {
-    y = matmul(xd, wd.t());
-    if (bd.defined()) y.add_(bd);
-  }
-
+// Records linear's backward for y = x w^T + b. x, w, b are the product's
+// operands; the gradients go to x, weight and bias, in their dtypes (w and b
+// are weight and bias themselves, or their casts without history under
+// autocast).
+void record_linear(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& weight,
+                   const Tensor& bias) {
   if (needs_grad(x, weight, bias)) {
     const bool cast_weight = !w.is_same(weight);
     SavedTensor sx = weight.requires_grad() ? SavedTensor(x) : SavedTensor();
@@ -175,22 +186,66 @@ Tensor linear_of(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor
       return TensorList{dx, dw, db};
     });
   }
+}
+
+// The op and its record (arguments as record_linear's).
+Tensor linear_of(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& weight, const Tensor& bias) {
+  check_linear(x, w, b);
+  Tensor xd = x.detach(), wd = w.detach(), bd = b.defined() ? b.detach() : Tensor();
+  Tensor y;
+  if (bd.defined() && is_floating(x.dtype())) y = fused_linear(xd, wd, bd);
+  if (!y.defined()) {
+    y = matmul(xd, wd.t());
+    if (bd.defined()) y.add_(bd);
+  }
+  record_linear(y, x, w, b, weight, bias);
   return y;
+}
+
+// linear_gelu's op and its records (arguments as record_linear's).
+Tensor linear_gelu_of(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& weight, const Tensor& bias,
+                      std::string_view approximate) {
+  check_linear(x, w, b);
+  if (approximate == "tanh" && b.defined() && is_floating(x.dtype()) && gemm_bias_gelu_stub.has(x.device().type)) {
+    Tensor pre;
+    Tensor y = fused_linear(x.detach(), w.detach(), b.detach(), &pre);
+    if (y.defined()) {
+      record_linear(pre, x, w, b, weight, bias);
+      if (needs_grad(pre)) {
+        SavedTensor saved(pre);
+        record("GeluBackward", {&y}, {pre}, [saved](const TensorList& g) {
+          return TensorList{gelu_backward(g[0], saved.unpack("GeluBackward"), "tanh")};
+        });
+      }
+      return y;
+    }
+  }
+  return gelu(linear_of(x, w, b, weight, bias), approximate);
+}
+
+// The product's operands: x, weight and bias, or under autocast x cast with
+// its autograd record and weight and bias cast without one.
+std::tuple<Tensor, Tensor, Tensor> product_operands(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (!autocast_state::any_enabled()) [[likely]]
+    return {x, weight, bias};
+  using autocast_state::CastPolicy;
+  return {autocast_state::cast(x, CastPolicy::LowerPrecision),
+          autocast_state::cast_without_history(weight, CastPolicy::LowerPrecision),
+          autocast_state::cast_without_history(bias, CastPolicy::LowerPrecision)};
 }
 
 }  // namespace
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  if (autocast_state::any_enabled()) [[unlikely]] {
-    using autocast_state::CastPolicy;
-    const Tensor cx = autocast_state::cast(x, CastPolicy::LowerPrecision);
-    const Tensor cw = autocast_state::cast_without_history(weight, CastPolicy::LowerPrecision);
-    const Tensor cb = autocast_state::cast_without_history(bias, CastPolicy::LowerPrecision);
-    if (!cx.is_same(x) || !cw.is_same(weight) || (bias.defined() && !cb.is_same(bias))) {
-      return linear_of(cx, cw, cb, weight, bias);
-    }
-  }
-  return linear_of(x, weight, bias, weight, bias);
+  const auto [cx, cw, cb] = product_operands(x, weight, bias);
+  return linear_of(cx, cw, cb, weight, bias);
+}
+
+Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias, std::string_view approximate) {
+  EMBER_CHECK(approximate == "none" || approximate == "tanh",
+              "linear_gelu: approximate must be 'none' or 'tanh' (as gelu's), got '" << approximate << "'");
+  const auto [cx, cw, cb] = product_operands(x, weight, bias);
+  return linear_gelu_of(cx, cw, cb, weight, bias, approximate);
 }
 
 }  // namespace ember

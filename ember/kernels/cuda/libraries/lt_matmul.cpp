@@ -6,7 +6,9 @@
 // = stored columns) with our leading dim. The heuristic is told the real alignment of every
 // pointer (its default assumes 256 bytes). A bias runs along cublasLt's
 // rows, our columns; a bias gradient is BGRADB, the sums of cublasLt's B
-// (our op(A)) over k, one per column of its D (our rows).
+// (our op(A)) over k, one per column of its D (our rows). The GELU
+// epilogue's aux matrix (of C's type) is laid out as C, its leading dim at
+// least cublasLt's rows (our n).
 #include "ember/kernels/cuda/libraries/lt_matmul.h"
 
 #include <cuda_runtime_api.h>
@@ -83,17 +85,20 @@ uint32_t alignment(const void* p) {
 bool lt_suits(const GemmArgs& g, const LtEpilogue& e) {
   constexpr int64_t kMaxDim = 65535 * 32;
   const bool half = g.dtype == DType::Float16 || g.dtype == DType::BFloat16;
+  // cublasLt requires the GELU aux leading dim to be a multiple of 8.
+  const bool aux_fits = e.gelu_aux == nullptr || (e.bias != nullptr && e.ld_aux >= g.n && e.ld_aux % 8 == 0 &&
+                                                  reinterpret_cast<uintptr_t>(e.gelu_aux) % 16 == 0);
   return is_floating(g.dtype) && (e.c_dtype == g.dtype || (half && e.c_dtype == DType::Float32)) && g.batch == 1 &&
          g.m > 1 && g.n > 1 && g.k > 1 && g.m < kMaxDim && g.n < kMaxDim && g.k < kMaxDim &&
-         g.lda >= (g.trans_a ? g.m : g.k) && g.ldb >= (g.trans_b ? g.k : g.n) && g.ldc >= g.n;
+         g.lda >= (g.trans_a ? g.m : g.k) && g.ldb >= (g.trans_b ? g.k : g.n) && g.ldc >= g.n && aux_fits;
 }
 
 // What the algorithm depends on; all fields one width, so the key has no
 // padding and compares and hashes as bytes.
 struct Problem {
   int64_t device, dtype, c_dtype, compute_type, trans_a, trans_b, epilogue;
-  int64_t m, n, k, lda, ldb, ldc;
-  int64_t align_a, align_b, align_c, align_vector, workspace;
+  int64_t m, n, k, lda, ldb, ldc, ld_aux;
+  int64_t align_a, align_b, align_c, align_vector, align_aux, workspace;
   bool operator==(const Problem& o) const { return std::memcmp(this, &o, sizeof(Problem)) == 0; }
 };
 
@@ -119,6 +124,7 @@ std::unordered_map<Problem, Choice, ProblemHash>& choices() {
 }
 
 cublasLtEpilogue_t epilogue_of(const LtEpilogue& e) {
+  if (e.gelu_aux) return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
   return e.bias ? CUBLASLT_EPILOGUE_BIAS : e.bias_grad ? CUBLASLT_EPILOGUE_BGRADB : CUBLASLT_EPILOGUE_DEFAULT;
 }
 
@@ -202,10 +208,12 @@ Problem problem_of(const GemmArgs& g, const LtEpilogue& e, size_t workspace) {
   problem.lda = g.lda;
   problem.ldb = g.ldb;
   problem.ldc = g.ldc;
+  problem.ld_aux = e.gelu_aux ? e.ld_aux : 0;
   problem.align_a = alignment(g.a);
   problem.align_b = alignment(g.b);
   problem.align_c = alignment(g.c);
   problem.align_vector = e.bias ? alignment(e.bias) : e.bias_grad ? alignment(e.bias_grad) : 0;
+  problem.align_aux = e.gelu_aux ? alignment(e.gelu_aux) : 0;
   problem.workspace = int64_t(workspace);
   return problem;
 }
@@ -213,8 +221,9 @@ Problem problem_of(const GemmArgs& g, const LtEpilogue& e, size_t workspace) {
 // A problem's descriptors, made once per thread (creating and destroying
 // them cost microseconds of host time at every call), and its algorithm
 // once known. They are the thread's own, so setting the bias (or bias
-// gradient) pointer, the one attribute that changes from call to call,
-// races with no other thread.
+// gradient) and aux pointers, the attributes that change from call to call,
+// races with no other thread. Both are set before the heuristic runs, which
+// reads the aux pointer's alignment from it.
 struct Prepared {
   Prepared(const GemmArgs& g, const LtEpilogue& e)
       : a_layout(blas_type(g.dtype), g.trans_b ? g.k : g.n, g.trans_b ? g.n : g.k, g.ldb),  // our b
@@ -228,6 +237,7 @@ struct Prepared {
       set(desc.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue);
       set(desc.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t(blas_type(e.c_dtype)));
     }
+    if (e.gelu_aux) set(desc.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, e.ld_aux);
   }
   MatmulDesc desc;
   Layout a_layout, b_layout, c_layout;
@@ -250,6 +260,7 @@ bool lt_matmul(const GemmArgs& g, const LtEpilogue& e) {
   Prepared& p = *slot;
   if (e.bias != nullptr) set(p.desc.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, e.bias);
   if (e.bias_grad != nullptr) set(p.desc.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, e.bias_grad);
+  if (e.gelu_aux != nullptr) set(p.desc.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, e.gelu_aux);
   const Call call{g,
                   e.c_dtype,
                   lt,

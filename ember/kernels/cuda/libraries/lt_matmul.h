@@ -11,7 +11,10 @@
 //   most one epilogue: e.bias, a dense vector of n elements of e.c_dtype
 //   added in every row of C to the accumulator before the single rounding
 //   (cublasLt's BIAS), or e.bias_grad, a dense vector of m elements of
-//   e.c_dtype that receives the row sums of op(A) (BGRADB). It runs on the
+//   e.c_dtype that receives the row sums of op(A) (BGRADB); or e.bias with
+//   e.gelu_aux (GELU_AUX_BIAS): C = gelu_tanh(acc + bias) and gelu_aux
+//   (m x n of e.c_dtype, leading dim e.ld_aux, a multiple of 8 as cublasLt
+//   requires, 16-byte aligned) = acc + bias, both rounded once. It runs on the
 //   current stream of g.device (the caller holds a DeviceGuard for it) and
 //   returns true; or it declines, returns false and writes nothing: for
 //   non-floating dtypes, the shapes PyTorch also keeps off cublasLt (a dim
@@ -41,11 +44,13 @@ namespace ember::cuda {
 inline constexpr int kCandidates = 8;
 
 // What C is and what the GEMM's epilogue adds (at most one of bias and
-// bias_grad).
+// bias_grad; gelu_aux only with bias).
 struct LtEpilogue {
   DType c_dtype;
   const void* bias = nullptr;
   void* bias_grad = nullptr;
+  void* gelu_aux = nullptr;
+  int64_t ld_aux = 0;
 };
 
 bool lt_matmul(const GemmArgs& g, const LtEpilogue& e);

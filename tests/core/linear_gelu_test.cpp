@@ -1,0 +1,242 @@
+// linear_gelu and gelu_backward on the CPU: linear_gelu equals
+// gelu(linear(x, W, b), approximate) bit for bit on the composed path, for
+// every rank, both approximations, with and without bias; float64 gradients
+// (first and second order). The fused path (gemm_bias_gelu_stub, CUDA only
+// in ember) is driven on the CPU by a test kernel installed in the stub, so
+// its graph (LinearBackward under GeluBackward on the saved pre-activation),
+// its fallbacks and the arguments the kernel receives are checked here;
+// tests/kernels/cuda/linear_gelu_test.cpp checks cublasLt's epilogue.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "ember/core/ops/gemm_kernels.h"
+#include "ember/ember.h"
+#include "ember/parallel/amp/autocast.h"
+#include "support/error_message.h"
+#include "support/gradcheck.h"
+
+namespace ember {
+namespace {
+
+using testing::error_of;
+using ::testing::HasSubstr;
+
+Tensor random(const Shape& shape, DType dtype = DType::Float64, uint64_t seed = 1) {
+  Generator g(seed);
+  return randn(shape, DType::Float64, kCPU, &g).to(dtype);
+}
+
+// A CPU gemm_bias_gelu kernel for the test: the CPU gemm_bias kernel into
+// pre, then C = gelu_tanh(pre). float32 and float64 only; it declines other
+// dtypes and, with `decline` set, everything.
+struct FakeGeluKernel {
+  static inline int calls = 0;
+  static inline bool decline = false;
+  static inline int64_t last_ld_pre = 0;
+
+  template <typename T>
+  static void apply(const GemmArgs& g, const T* pre, int64_t ld_pre) {
+    T* c = static_cast<T*>(g.c);
+    for (int64_t i = 0; i < g.m; ++i) {
+      for (int64_t j = 0; j < g.n; ++j) {
+        const double x = pre[i * ld_pre + j];
+        const double inner = 0.79788456080286535588 * (x + 0.044715 * x * x * x);
+        c[i * g.ldc + j] = T(0.5 * x * (1 + std::tanh(inner)));
+      }
+    }
+  }
+
+  static bool run(const GemmArgs& g, const void* bias, void* pre, int64_t ld_pre) {
+    ++calls;
+    last_ld_pre = ld_pre;
+    if (decline || (g.dtype != DType::Float32 && g.dtype != DType::Float64)) return false;
+    GemmArgs to_pre = g;
+    to_pre.c = pre;
+    to_pre.ldc = ld_pre;
+    EMBER_INTERNAL_ASSERT(gemm_bias_stub(DeviceType::CPU)(to_pre, bias), "the CPU gemm_bias kernel never declines");
+    if (g.dtype == DType::Float64) {
+      apply(g, static_cast<const double*>(pre), ld_pre);
+    } else {
+      apply(g, static_cast<const float*>(pre), ld_pre);
+    }
+    return true;
+  }
+};
+
+// Installs FakeGeluKernel as the CPU kernel of gemm_bias_gelu_stub for a
+// scope (the CPU has none of its own).
+class FakeGeluScope {
+ public:
+  FakeGeluScope() {
+    FakeGeluKernel::calls = 0;
+    FakeGeluKernel::decline = false;
+    gemm_bias_gelu_stub.set(DeviceType::CPU, &FakeGeluKernel::run);
+  }
+  ~FakeGeluScope() { gemm_bias_gelu_stub.set(DeviceType::CPU, nullptr); }
+  FakeGeluScope(const FakeGeluScope&) = delete;
+  FakeGeluScope& operator=(const FakeGeluScope&) = delete;
+};
+
+// ---------------- the composed path (the CPU's) ----------------
+
+TEST(LinearGelu, EqualsGeluOfLinearForEveryRankAndApproximation) {
+  ASSERT_FALSE(gemm_bias_gelu_stub.has(DeviceType::CPU));
+  for (const char* approximate : {"tanh", "none"}) {
+    for (const Shape& xs : {Shape{5}, Shape{4, 5}, Shape{2, 3, 5}, Shape{2, 1, 3, 5}}) {
+      for (DType dt : {DType::Float32, DType::Float64, DType::BFloat16}) {
+        Tensor x = random(xs, dt, 1), w = random({7, 5}, dt, 2), b = random({7}, dt, 3);
+        EXPECT_TRUE(equal(linear_gelu(x, w, b, approximate), gelu(linear(x, w, b), approximate)))
+            << approximate << " " << shape_str(xs) << " " << dtype_name(dt);
+        EXPECT_TRUE(equal(linear_gelu(x, w, Tensor(), approximate), gelu(linear(x, w), approximate)))
+            << approximate << " " << shape_str(xs) << " " << dtype_name(dt) << " without bias";
+      }
+    }
+  }
+  Tensor x = random({3, 4}), w = random({2, 4}), b = random({2});
+  EXPECT_TRUE(equal(linear_gelu(x, w, b), gelu(linear(x, w, b), "tanh"))) << "tanh is the default";
+  EXPECT_TRUE(equal(nn::functional::linear_gelu(x, w, b, "none"), gelu(linear(x, w, b))));
+}
+
+TEST(LinearGelu, GradcheckBothApproximations) {
+  for (const char* approximate : {"tanh", "none"}) {
+    Tensor x = testing::random_leaf({2, 3, 4}, 1), w = testing::random_leaf({5, 4}, 2);
+    Tensor b = testing::random_leaf({5}, 3);
+    EXPECT_TRUE(testing::gradcheck([&](const TensorList& in) { return linear_gelu(in[0], in[1], in[2], approximate); },
+                                   {x, w, b}))
+        << approximate;
+  }
+}
+
+TEST(LinearGelu, SecondOrderGradientsMatchTheComposition) {
+  Tensor x = testing::random_leaf({3, 4}, 1), w = testing::random_leaf({5, 4}, 2), b = testing::random_leaf({5}, 3);
+  auto second = [&](bool fused) {
+    Tensor y = fused ? linear_gelu(x, w, b, "tanh") : gelu(linear(x, w, b), "tanh");
+    TensorList g = autograd::grad({(y * y).sum()}, {x, w, b}, {}, /*retain_graph=*/true, /*create_graph=*/true);
+    return autograd::grad({(g[0] * g[0]).sum() + (g[1] * g[1]).sum() + (g[2] * g[2]).sum()}, {x, w, b});
+  };
+  const TensorList composed = second(false);
+  {
+    FakeGeluScope fake;
+    const TensorList fused = second(true);
+    EXPECT_EQ(FakeGeluKernel::calls, 1);
+    for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(allclose(fused[i], composed[i], 1e-12, 1e-12)) << i;
+  }
+}
+
+// ---------------- the fused path, through a test kernel ----------------
+
+TEST(LinearGeluFused, TakesTheKernelForTanhAndRecordsTheComposedGraph) {
+  FakeGeluScope fake;
+  for (const Shape& xs : {Shape{4, 6}, Shape{2, 3, 6}}) {
+    Tensor x = random(xs, DType::Float64, 1).set_requires_grad();
+    Tensor w = random({9, 6}, DType::Float64, 2).set_requires_grad();
+    Tensor b = random({9}, DType::Float64, 3).set_requires_grad();
+    FakeGeluKernel::calls = 0;
+    Tensor y = linear_gelu(x, w, b);
+    EXPECT_EQ(FakeGeluKernel::calls, 1) << shape_str(xs);
+    EXPECT_EQ(FakeGeluKernel::last_ld_pre, 9);
+    ASSERT_NE(y.grad_fn(), nullptr);
+    EXPECT_EQ(y.grad_fn()->name(), "GeluBackward");
+    Tensor ref = gelu(linear(x.detach(), w.detach(), b.detach()), "tanh");
+    EXPECT_TRUE(allclose(y.detach(), ref, 1e-14, 1e-14)) << shape_str(xs);
+
+    Tensor g = random(y.shape(), DType::Float64, 4);
+    y.backward(g);
+    Tensor xc = x.detach().set_requires_grad(), wc = w.detach().set_requires_grad();
+    Tensor bc = b.detach().set_requires_grad();
+    gelu(linear(xc, wc, bc), "tanh").backward(g);
+    EXPECT_TRUE(allclose(x.grad(), xc.grad(), 1e-12, 1e-12)) << shape_str(xs);
+    EXPECT_TRUE(allclose(w.grad(), wc.grad(), 1e-12, 1e-12)) << shape_str(xs);
+    EXPECT_TRUE(allclose(b.grad(), bc.grad(), 1e-12, 1e-12)) << shape_str(xs);
+  }
+  Tensor x = testing::random_leaf({3, 4}, 1), w = testing::random_leaf({5, 4}, 2), b = testing::random_leaf({5}, 3);
+  EXPECT_TRUE(testing::gradcheck([](const TensorList& in) { return linear_gelu(in[0], in[1], in[2]); }, {x, w, b}));
+  EXPECT_GT(FakeGeluKernel::calls, 0);
+}
+
+TEST(LinearGeluFused, ComposesWhereTheKernelCannotOrDeclines) {
+  FakeGeluScope fake;
+  Tensor x = random({4, 6}), w = random({5, 6}), b = random({5});
+  // "none" (cublasLt's GELU is the tanh form) or no bias: not asked.
+  EXPECT_TRUE(equal(linear_gelu(x, w, b, "none"), gelu(linear(x, w, b))));
+  EXPECT_TRUE(equal(linear_gelu(x, w, Tensor()), gelu(linear(x, w), "tanh")));
+  EXPECT_EQ(FakeGeluKernel::calls, 0);
+  // x not 2-D-able (a permuted 3-D view): not asked either.
+  Tensor x3 = random({3, 6, 2}).permute({2, 0, 1});
+  EXPECT_TRUE(equal(linear_gelu(x3, w, b), gelu(linear(x3, w, b), "tanh")));
+  EXPECT_EQ(FakeGeluKernel::calls, 0);
+  // Declined: the composition, with its graph.
+  FakeGeluKernel::decline = true;
+  Tensor xg = x.detach().set_requires_grad();
+  Tensor y = linear_gelu(xg, w, b);
+  EXPECT_EQ(FakeGeluKernel::calls, 1);
+  EXPECT_TRUE(equal(y, gelu(linear(x, w, b), "tanh")));
+  y.sum().backward();
+  EXPECT_TRUE(xg.grad().defined());
+}
+
+TEST(LinearGeluFused, NoGraphWithoutGrad) {
+  FakeGeluScope fake;
+  Tensor x = random({4, 6}).set_requires_grad(), w = random({5, 6}), b = random({5});
+  {
+    NoGradGuard no_grad;
+    Tensor y = linear_gelu(x, w, b);
+    EXPECT_EQ(y.grad_fn(), nullptr);
+    EXPECT_FALSE(y.requires_grad());
+  }
+  Tensor y = linear_gelu(random({4, 6}), w, b);
+  EXPECT_FALSE(y.requires_grad());
+  EXPECT_EQ(FakeGeluKernel::calls, 2);
+}
+
+// Under autocast, linear_gelu is gelu(linear()) under autocast: the product
+// in the lower precision, the gradients to the float32 parameters in float32.
+TEST(LinearGelu, AutocastBehavesAsTheComposition) {
+  Tensor x = random({4, 6}, DType::Float32, 1), w = random({5, 6}, DType::Float32, 2);
+  Tensor b = random({5}, DType::Float32, 3);
+  Tensor wf = w.detach().set_requires_grad(), bf = b.detach().set_requires_grad();
+  Tensor wc = w.detach().set_requires_grad(), bc = b.detach().set_requires_grad();
+  Tensor fused, composed;
+  {
+    amp::autocast guard(DeviceType::CPU, DType::BFloat16);
+    fused = linear_gelu(x, wf, bf);
+    composed = gelu(linear(x, wc, bc), "tanh");
+  }
+  EXPECT_EQ(fused.dtype(), composed.dtype());
+  EXPECT_TRUE(equal(fused, composed));
+  fused.sum().backward();
+  composed.sum().backward();
+  EXPECT_EQ(wf.grad().dtype(), DType::Float32);
+  EXPECT_TRUE(equal(wf.grad(), wc.grad()));
+  EXPECT_TRUE(equal(bf.grad(), bc.grad()));
+}
+
+// ---------------- gelu_backward ----------------
+
+TEST(GeluBackward, IsGelusGradient) {
+  for (const char* approximate : {"tanh", "none"}) {
+    Tensor x = random({3, 5}).set_requires_grad();
+    Tensor g = random({3, 5}, DType::Float64, 9);
+    gelu(x, approximate).backward(g);
+    EXPECT_TRUE(allclose(gelu_backward(g, x.detach(), approximate), x.grad(), 1e-14, 1e-14)) << approximate;
+  }
+}
+
+// ---------------- errors ----------------
+
+TEST(LinearGeluErrors, NameTheProblem) {
+  std::string e = error_of([] { linear_gelu(random({2, 3}), random({4, 3}), random({4}), "exact"); });
+  EXPECT_THAT(e, HasSubstr("linear_gelu: approximate must be 'none' or 'tanh'"));
+  e = error_of([] { linear_gelu(random({2, 3}), random({4, 5}), random({4})); });
+  EXPECT_THAT(e, HasSubstr("linear: input shape [2, 3] and weight shape [4, 5] do not match"));
+  e = error_of([] { gelu_backward(random({2, 3}), random({3, 2}), "tanh"); });
+  EXPECT_THAT(e, HasSubstr("gelu_backward: grad and input must match"));
+  e = error_of([] { gelu_backward(random({2}), random({2}), "fast"); });
+  EXPECT_THAT(e, HasSubstr("gelu_backward: approximate must be 'none' or 'tanh'"));
+}
+
+}  // namespace
+}  // namespace ember
