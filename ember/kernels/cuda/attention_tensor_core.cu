@@ -3,10 +3,9 @@
 // ember/core/ops/attention_kernels.h): FlashAttention-2 on mma.sync
 // m16n8k16 (float16/bfloat16 operands, float32 accumulators), sm_80+.
 //
-// Every kernel runs 4 warps; each warp owns 16 rows of the block's tile (32,
-// two tiles of 16, in the forward for head_dim <= 64) and computes with
-// warp-level products on shared-memory tiles (rows padded by 16 bytes, so
-// the 8 rows an ldmatrix reads fall in distinct banks):
+// Every kernel runs 4 warps; each warp owns 16 rows of the block's tile and
+// computes with warp-level products on shared-memory tiles (rows padded by
+// 16 bytes, so the 8 rows an ldmatrix reads fall in distinct banks):
 // - warp_gemm_nt: acc[16 x N] += A[16 x K] B[N x K]^T, A and B row-major in
 //   shared memory (ldmatrix; A = Q, K, dO or V rows, B = K, Q, V or dO rows).
 // - warp_gemm_rn: acc[16 x N] += A[16 x K] B[K x N], A in registers (a
@@ -19,12 +18,11 @@
 // holds two rows of every score tile, shared with the 3 other threads of its
 // quad: row statistics are reduced with two xor shuffles.
 //
-// Forward: one block per 128 query rows (64 for head_dim 96 and up) of a
-// (batch, head), launched heaviest first under a causal mask. Q is loaded
-// once; K and V tiles of kv_block keys are loaded with cp.async into two
-// stages each, K_{j+1} and V_{j+1} while tile j is computed, one barrier
-// per tile. Online softmax in base 2 (scores pre-scaled by scale *
-// log2(e)), O rescaled when the row max grows; causal stops at
+// Forward: one block per 64 query rows of a (batch, head). Q is loaded once;
+// K and V tiles of kv_block keys are loaded with cp.async into one buffer
+// each, V_j while S = Q K_j^T is computed and K_{j+1} while O += P V_j is,
+// FlashAttention-2's overlap. Online softmax in base 2 (scores pre-scaled
+// by scale * log2(e)), O rescaled when the row max grows; causal stops at
 // the last key tile a row of the block can see, and the per-element masking
 // (causal, bounds, bool/float masks, dropout) runs only on tiles that need
 // it.
@@ -71,11 +69,6 @@ constexpr float kLog2e = 1.4426950408889634f;
 // dK/dV kernel: the score tile and the accumulators of a warp share its
 // registers.
 constexpr int kv_block(int d) { return d <= 128 ? 64 : 32; }
-// Tiles of 16 query rows per warp in the forward (every K or V fragment
-// read from shared memory feeds all of them): two where the accumulators
-// still fit the registers without spills (ptxas -v), else one.
-constexpr int forward_m_tiles(int d) { return d <= 64 ? 2 : 1; }
-constexpr int forward_rows(int d) { return kWarps * 16 * forward_m_tiles(d); }
 constexpr int q_block_backward(int d) { return d <= 64 ? 64 : 32; }
 // Keys per tile of the dQ kernel: its two stages of K and V tiles of 64
 // keys at head_dim 128 would pass the 99 KB of shared memory a block gets
@@ -201,53 +194,6 @@ __device__ __forceinline__ void warp_gemm_rn(float (&acc)[N / 8][4], const uint3
   }
 }
 
-// warp_gemm_nt on M tiles of 16 rows (A rows 16m.. of tile m): each B
-// fragment is read once for all of them.
-template <typename T, int K, int N, int M>
-__device__ __forceinline__ void warp_gemm_nt(float (&acc)[M][N / 8][4], uint32_t a, uint32_t b, int stride, int lane) {
-  static_assert(K % 16 == 0 && N % 16 == 0);
-  const uint32_t a_lane = a + uint32_t(((lane % 16) * stride + (lane / 16) * 8) * int(sizeof(T)));
-  const uint32_t b_lane = b + uint32_t(((lane % 8 + (lane / 16) * 8) * stride + ((lane / 8) % 2) * 8) * int(sizeof(T)));
-#pragma unroll
-  for (int kk = 0; kk < K / 16; ++kk) {
-    uint32_t af[M][4];
-#pragma unroll
-    for (int m = 0; m < M; ++m) ldmatrix_x4(af[m], a_lane + uint32_t((m * 16 * stride + kk * 16) * int(sizeof(T))));
-#pragma unroll
-    for (int np = 0; np < N / 16; ++np) {
-      uint32_t bf[4];
-      ldmatrix_x4(bf, b_lane + uint32_t((np * 16 * stride + kk * 16) * int(sizeof(T))));
-#pragma unroll
-      for (int m = 0; m < M; ++m) {
-        mma_16816<T>(acc[m][2 * np], af[m], bf[0], bf[1]);
-        mma_16816<T>(acc[m][2 * np + 1], af[m], bf[2], bf[3]);
-      }
-    }
-  }
-}
-
-// warp_gemm_rn on M tiles of 16 rows: each B fragment is read once for all
-// of them.
-template <typename T, int K, int N, int M>
-__device__ __forceinline__ void warp_gemm_rn(float (&acc)[M][N / 8][4], const uint32_t (&a)[M][K / 16][4], uint32_t b,
-                                             int stride, int lane) {
-  static_assert(K % 16 == 0 && N % 16 == 0);
-  const uint32_t b_lane = b + uint32_t(((lane % 8 + ((lane / 8) % 2) * 8) * stride + (lane / 16) * 8) * int(sizeof(T)));
-#pragma unroll
-  for (int kk = 0; kk < K / 16; ++kk) {
-#pragma unroll
-    for (int np = 0; np < N / 16; ++np) {
-      uint32_t bf[4];
-      ldmatrix_x4_trans(bf, b_lane + uint32_t((kk * 16 * stride + np * 16) * int(sizeof(T))));
-#pragma unroll
-      for (int m = 0; m < M; ++m) {
-        mma_16816<T>(acc[m][2 * np], a[m][kk], bf[0], bf[1]);
-        mma_16816<T>(acc[m][2 * np + 1], a[m][kk], bf[2], bf[3]);
-      }
-    }
-  }
-}
-
 // An accumulator tile [16 x N] as the A fragments of the next product: the
 // C layout of n-tiles 2kk and 2kk+1 is the A layout of k-step kk.
 template <typename T, int N>
@@ -326,139 +272,118 @@ struct Head {
 
 #endif  // EMBER_ATTENTION_TENSOR_CORES
 
-// Forward: out and logsumexp of forward_rows(D) query rows of the (batch
-// blockIdx.z, head blockIdx.y); blockIdx.x counts the row blocks from the
-// last, so that under a causal mask the blocks that see the most keys start
-// first.
+// Forward: out and logsumexp of 64 query rows (blockIdx.x) of the (batch
+// blockIdx.z, head blockIdx.y).
 template <typename T, int D>
 __global__ void __launch_bounds__(kThreads) attention_forward_kernel(const AttentionArgs a, float scale_log2) {
 #if EMBER_ATTENTION_TENSOR_CORES
-  constexpr int M = forward_m_tiles(D), Rows = forward_rows(D), Bc = kv_block(D), S = D + kPad;
+  constexpr int Bc = kv_block(D), S = D + kPad;
   extern __shared__ __align__(16) unsigned char smem[];
   T* sq = reinterpret_cast<T*>(smem);
-  T* sk = sq + Rows * S;  // two stages of K, then two of V
-  T* sv = sk + 2 * Bc * S;
+  T* sk = sq + kRowsPerBlock * S;
+  T* sv = sk + Bc * S;
   const uint32_t q_addr = shared_address(sq), k_addr = shared_address(sk), v_addr = shared_address(sv);
-  constexpr uint32_t kStageBytes = uint32_t(Bc * S * int(sizeof(T)));
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const Head hd(a, blockIdx.z, blockIdx.y);
   const T* q = hd.rows<T>(a.q, a.q_strides);
   const T* k = hd.rows<T>(a.k, a.k_strides);
   const T* v = hd.rows<T>(a.v, a.v_strides);
-  const int64_t q0 = int64_t(gridDim.x - 1 - blockIdx.x) * Rows, warp_row0 = q0 + warp * 16 * M;
-  const int64_t kv_end = a.causal && q0 + Rows < a.kv_len ? q0 + Rows : a.kv_len;
+  const int64_t q0 = int64_t(blockIdx.x) * kRowsPerBlock, warp_row0 = q0 + warp * 16;
+  const int64_t kv_end = a.causal && q0 + kRowsPerBlock < a.kv_len ? q0 + kRowsPerBlock : a.kv_len;
   const int64_t tiles = (kv_end + Bc - 1) / Bc;
   const bool dropout = a.dropout_p > 0.0;
 
-  load_tile<T, D, Rows>(q_addr, q + q0 * a.q_strides[2], a.q_strides[2], a.q_len - q0);
-  if (tiles > 0) {
-    load_tile<T, D, Bc>(k_addr, k, a.k_strides[2], a.kv_len);
-    load_tile<T, D, Bc>(v_addr, v, a.v_strides[2], a.kv_len);
-  }
+  load_tile<T, D, kRowsPerBlock>(q_addr, q + q0 * a.q_strides[2], a.q_strides[2], a.q_len - q0);
+  if (tiles > 0) load_tile<T, D, Bc>(k_addr, k, a.k_strides[2], a.kv_len);
   cp_async_commit();
 
-  // Rows g and g + 8 of every m-tile (base 2; l: this thread's columns).
-  float m[M][2], l[M][2];
-#pragma unroll
-  for (int mt = 0; mt < M; ++mt) {
-    m[mt][0] = m[mt][1] = -INFINITY;
-    l[mt][0] = l[mt][1] = 0.f;
-  }
-  float o[M][D / 8][4];
-#pragma unroll
-  for (int mt = 0; mt < M; ++mt) zero(o[mt]);
-  const uint32_t q_warp = q_addr + uint32_t(warp * 16 * M * S * int(sizeof(T)));
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // rows g and g + 8 (base 2; l: this thread's columns)
+  float o[D / 8][4];
+  zero(o);
+  const uint32_t q_warp = q_addr + uint32_t(warp * 16 * S * int(sizeof(T)));
   for (int64_t tile = 0; tile < tiles; ++tile) {
     const int64_t j0 = tile * Bc;
-    const uint32_t stage = uint32_t(tile % 2) * kStageBytes, next_stage = kStageBytes - stage;
-    cp_async_wait<0>();  // this thread's part of K_j and V_j (and Q) has landed
-    // Every thread's part has; every warp is done with tile j - 1, whose
-    // stage the loads of tile j + 1 now overwrite while tile j is computed.
+    load_tile<T, D, Bc>(v_addr, v + j0 * a.v_strides[2], a.v_strides[2], a.kv_len - j0);
+    cp_async_commit();
+    cp_async_wait<1>();  // Q and K_j have landed; V_j may be in flight
     __syncthreads();
+
+    float s[Bc / 8][4];
+    zero(s);
+    warp_gemm_nt<T, D, Bc>(s, q_warp, k_addr, S, lane);
+    __syncthreads();  // every warp is done with K_j
     if (tile + 1 < tiles) {
-      const int64_t j1 = j0 + Bc;
-      load_tile<T, D, Bc>(k_addr + next_stage, k + j1 * a.k_strides[2], a.k_strides[2], a.kv_len - j1);
-      load_tile<T, D, Bc>(v_addr + next_stage, v + j1 * a.v_strides[2], a.v_strides[2], a.kv_len - j1);
-      cp_async_commit();
+      load_tile<T, D, Bc>(k_addr, k + (j0 + Bc) * a.k_strides[2], a.k_strides[2], a.kv_len - j0 - Bc);
     }
+    cp_async_commit();
 
-    float s[M][Bc / 8][4];
+    // Online softmax of the two rows this thread holds.
+    const bool offsets = hd.needs_offsets(warp_row0, j0, Bc);
 #pragma unroll
-    for (int mt = 0; mt < M; ++mt) zero(s[mt]);
-    warp_gemm_nt<T, D, Bc, M>(s, q_warp, k_addr + stage, S, lane);
-
-    // Online softmax of the two rows this thread holds in every m-tile.
+    for (int r = 0; r < 2; ++r) {
+      const int64_t i = warp_row0 + g + 8 * r;
+      float row_max = -INFINITY;
 #pragma unroll
-    for (int mt = 0; mt < M; ++mt) {
-      const int64_t tile_row0 = warp_row0 + 16 * mt;
-      const bool offsets = hd.needs_offsets(tile_row0, j0, Bc);
+      for (int n = 0; n < Bc / 8; ++n) {
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int64_t i = tile_row0 + g + 8 * r;
-        float row_max = -INFINITY;
-#pragma unroll
-        for (int n = 0; n < Bc / 8; ++n) {
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            float x = s[mt][n][2 * r + e] * scale_log2;
-            if (offsets) x += hd.score_offset<T>(i, j0 + n * 8 + 2 * t + e);
-            s[mt][n][2 * r + e] = x;
-            row_max = fmaxf(row_max, x);
-          }
-        }
-        row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, 1));
-        row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, 2));
-        const float m_new = fmaxf(m[mt][r], row_max);
-        const float base = m_new == -INFINITY ? 0.f : m_new;  // a row with nothing kept yet: every p is 0
-        const float alpha = exp2f(m[mt][r] - base);
-        m[mt][r] = m_new;
-        float sum = 0.f;
-#pragma unroll
-        for (int n = 0; n < Bc / 8; ++n) {
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            float p = exp2f(s[mt][n][2 * r + e] - base);
-            sum += p;
-            if (dropout) p *= hd.dropout_factor(i, j0 + n * 8 + 2 * t + e);
-            s[mt][n][2 * r + e] = p;
-          }
-        }
-        l[mt][r] = l[mt][r] * alpha + sum;
-#pragma unroll
-        for (int n = 0; n < D / 8; ++n) {
-          o[mt][n][2 * r] *= alpha;
-          o[mt][n][2 * r + 1] *= alpha;
+        for (int e = 0; e < 2; ++e) {
+          float x = s[n][2 * r + e] * scale_log2;
+          if (offsets) x += hd.score_offset<T>(i, j0 + n * 8 + 2 * t + e);
+          s[n][2 * r + e] = x;
+          row_max = fmaxf(row_max, x);
         }
       }
-    }
-    uint32_t p[M][Bc / 16][4];
+      row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, 1));
+      row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, 2));
+      const float m_new = fmaxf(m[r], row_max);
+      const float base = m_new == -INFINITY ? 0.f : m_new;  // a row with nothing kept yet: every p is 0
+      const float alpha = exp2f(m[r] - base);
+      m[r] = m_new;
+      float sum = 0.f;
 #pragma unroll
-    for (int mt = 0; mt < M; ++mt) to_a_fragments<T, Bc>(s[mt], p[mt]);
+      for (int n = 0; n < Bc / 8; ++n) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float p = exp2f(s[n][2 * r + e] - base);
+          sum += p;
+          if (dropout) p *= hd.dropout_factor(i, j0 + n * 8 + 2 * t + e);
+          s[n][2 * r + e] = p;
+        }
+      }
+      l[r] = l[r] * alpha + sum;
+#pragma unroll
+      for (int n = 0; n < D / 8; ++n) {
+        o[n][2 * r] *= alpha;
+        o[n][2 * r + 1] *= alpha;
+      }
+    }
+    uint32_t p[Bc / 16][4];
+    to_a_fragments<T, Bc>(s, p);
 
-    warp_gemm_rn<T, Bc, D, M>(o, p, v_addr + stage, S, lane);
+    cp_async_wait<1>();  // V_j has landed; K_{j+1} may be in flight
+    __syncthreads();
+    warp_gemm_rn<T, Bc, D>(o, p, v_addr, S, lane);
+    __syncthreads();  // every warp is done with V_j
   }
-  cp_async_wait<0>();  // no tile: Q's copies
+  cp_async_wait<0>();
 
   T* out = hd.rows<T>(a.out, a.out_strides);
   float* lse = static_cast<float*>(a.logsumexp) + (int64_t(blockIdx.z) * a.heads + blockIdx.y) * a.q_len;
 #pragma unroll
-  for (int mt = 0; mt < M; ++mt) {
+  for (int r = 0; r < 2; ++r) {
+    float total = l[r];
+    total += __shfl_xor_sync(0xffffffffu, total, 1);
+    total += __shfl_xor_sync(0xffffffffu, total, 2);
+    const int64_t i = warp_row0 + g + 8 * r;
+    if (i >= a.q_len) continue;
+    const float inv = total > 0.f ? 1.f / total : 0.f;
+    T* row = out + i * a.out_strides[2];
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float total = l[mt][r];
-      total += __shfl_xor_sync(0xffffffffu, total, 1);
-      total += __shfl_xor_sync(0xffffffffu, total, 2);
-      const int64_t i = warp_row0 + 16 * mt + g + 8 * r;
-      if (i >= a.q_len) continue;
-      const float inv = total > 0.f ? 1.f / total : 0.f;
-      T* row = out + i * a.out_strides[2];
-#pragma unroll
-      for (int n = 0; n < D / 8; ++n) {
-        *reinterpret_cast<uint32_t*>(row + n * 8 + 2 * t) = pack2<T>(o[mt][n][2 * r] * inv, o[mt][n][2 * r + 1] * inv);
-      }
-      constexpr float kLn2 = 0.6931471805599453f;
-      if (t == 0) lse[i] = total > 0.f ? (m[mt][r] + log2f(total)) * kLn2 : -INFINITY;
+    for (int n = 0; n < D / 8; ++n) {
+      *reinterpret_cast<uint32_t*>(row + n * 8 + 2 * t) = pack2<T>(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
     }
+    constexpr float kLn2 = 0.6931471805599453f;
+    if (t == 0) lse[i] = total > 0.f ? (m[r] + log2f(total)) * kLn2 : -INFINITY;
   }
 #endif
 }
@@ -720,9 +645,7 @@ __global__ void __launch_bounds__(kThreads)
 
 std::atomic<AttentionPath> forced_path{AttentionPath::Auto};
 
-constexpr size_t forward_shared_bytes(int d) {
-  return size_t(forward_rows(d) + 4 * kv_block(d)) * size_t(d + kPad) * 2;
-}
+constexpr size_t forward_shared_bytes(int d) { return size_t(kRowsPerBlock + 2 * kv_block(d)) * size_t(d + kPad) * 2; }
 constexpr size_t backward_kv_shared_bytes(int d) {
   return size_t(2 * kRowsPerBlock + 4 * q_block_backward(d)) * size_t(d + kPad) * 2 +
          4 * size_t(q_block_backward(d)) * sizeof(float);
@@ -797,7 +720,7 @@ void launch(void (*kernel)(Params...), dim3 grid, size_t shared_bytes, cudaStrea
 
 template <typename T, int D>
 void forward(const AttentionArgs& a, cudaStream_t stream) {
-  const dim3 grid(unsigned(blocks_of(a.q_len, forward_rows(D))), unsigned(a.heads), unsigned(a.batch));
+  const dim3 grid(unsigned(blocks_of(a.q_len, kRowsPerBlock)), unsigned(a.heads), unsigned(a.batch));
   launch(attention_forward_kernel<T, D>, grid, forward_shared_bytes(D), stream, a, float(a.scale) * kLog2e);
 }
 
