@@ -82,6 +82,17 @@ using FillKernelFn = void(const ElementwiseArgs& args, DType dtype, const Scalar
 // Philox at `state`; element i uses word i of the stream (philox.h).
 using RandomKernelFn = void(const ElementwiseArgs& args, DType dtype, RandomKind kind, GeneratorState state, double a,
                             double b);
+// arange's sequence: element i is int_start + i * int_step counted in int64
+// (integral bounds), or start + i * step in double (floating bounds), then
+// converted to the output's dtype.
+struct ArangeSequence {
+  bool floating = false;
+  double start = 0, step = 1;
+  int64_t int_start = 0, int_step = 1;
+};
+// Fills operand 0 (dense) with arange's sequence, element i being term i. On
+// the device itself, so a CUDA graph captures it.
+using ArangeKernelFn = void(const ElementwiseArgs& args, DType dtype, const ArangeSequence& seq);
 // Copies nbytes between two dense buffers on different devices (or between
 // two CUDA devices). Registered by the CUDA backend under DeviceType::CUDA.
 using CrossDeviceCopyFn = void(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes);
@@ -93,6 +104,7 @@ extern KernelStub<WhereKernelFn> where_stub;
 extern KernelStub<CastKernelFn> cast_stub;
 extern KernelStub<FillKernelFn> fill_stub;
 extern KernelStub<RandomKernelFn> random_stub;
+extern KernelStub<ArangeKernelFn> arange_stub;
 extern KernelStub<CrossDeviceCopyFn> cross_device_copy_stub;
 
 }  // namespace ember

@@ -9,6 +9,7 @@ KernelStub<CompareKernelFn> compare_stub("compare");
 KernelStub<WhereKernelFn> where_stub("where");
 KernelStub<CastKernelFn> cast_stub("copy");
 KernelStub<FillKernelFn> fill_stub("fill");
+KernelStub<ArangeKernelFn> arange_stub("arange");
 KernelStub<RandomKernelFn> random_stub("random");
 KernelStub<CrossDeviceCopyFn> cross_device_copy_stub("cross-device copy");
 

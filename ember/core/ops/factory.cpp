@@ -46,15 +46,10 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, std::o
               "arange: upper bound " << ie << " and lower bound " << is << " inconsistent with step sign " << ist);
   int64_t n =
       floating ? int64_t(std::ceil((e - s) / st)) : (ist > 0 ? (ie - is + ist - 1) / ist : (is - ie - ist - 1) / -ist);
-  Tensor cpu = empty({n}, dt, kCPU);
-  EMBER_DISPATCH_DTYPE(dt, "arange", [&]<typename T>() {
-    T* p = cpu.data<T>();
-    for (int64_t i = 0; i < n; ++i) {
-      if constexpr (std::is_integral_v<T>) p[i] = floating ? T(s + double(i) * st) : T(is + i * ist);
-      else p[i] = T(floating ? s + double(i) * st : double(is + i * ist));
-    }
-  });
-  return cpu.to(device);
+  ArangeSequence seq{.floating = floating, .start = s, .step = st, .int_start = is, .int_step = ist};
+  Tensor out = empty({n}, dt, device);
+  if (n > 0) arange_stub(device.type)(make_elementwise_args("arange", out, {}), dt, seq);
+  return out;
 }
 
 namespace {

@@ -111,6 +111,18 @@ void random_kernel(const ElementwiseArgs& args, DType dtype, RandomKind kind, Ge
   });
 }
 
+void arange_kernel(const ElementwiseArgs& args, DType dtype, const ArangeSequence& seq) {
+  EMBER_DISPATCH_DTYPE(dtype, "arange", [&]<typename T>() {
+    cpu_generate<T>(args, [&](int64_t i) {
+      if constexpr (std::is_integral_v<T>) {
+        return seq.floating ? T(seq.start + double(i) * seq.step) : T(seq.int_start + i * seq.int_step);
+      } else {
+        return T(seq.floating ? seq.start + double(i) * seq.step : double(seq.int_start + i * seq.int_step));
+      }
+    });
+  });
+}
+
 }  // namespace
 
 EMBER_REGISTER_KERNEL(unary_stub, DeviceType::CPU, unary_kernel);
@@ -120,5 +132,6 @@ EMBER_REGISTER_KERNEL(where_stub, DeviceType::CPU, where_kernel);
 EMBER_REGISTER_KERNEL(cast_stub, DeviceType::CPU, cast_kernel);
 EMBER_REGISTER_KERNEL(fill_stub, DeviceType::CPU, fill_kernel);
 EMBER_REGISTER_KERNEL(random_stub, DeviceType::CPU, random_kernel);
+EMBER_REGISTER_KERNEL(arange_stub, DeviceType::CPU, arange_kernel);
 
 }  // namespace ember::cpu

@@ -1,4 +1,4 @@
-// CUDA kernels of casts/copies, fills and Philox random fills.
+// CUDA kernels of casts/copies, fills, arange and Philox random fills.
 #include "ember/core/ops/elementwise_kernels.h"
 #include "ember/core/philox.h"
 #include "ember/kernels/cuda/common/elementwise_launch.cuh"
@@ -19,6 +19,19 @@ template <typename A>
 struct FillFn {
   A value;
   __device__ A operator()() const { return value; }
+};
+
+// Term i of arange's sequence, as the CPU kernel computes it.
+template <typename T>
+struct ArangeFn {
+  ArangeSequence seq;
+  __device__ acc_t<T> operator()(int64_t i) const {
+    if constexpr (std::is_integral_v<T>) {
+      return seq.floating ? T(seq.start + double(i) * seq.step) : T(seq.int_start + i * seq.int_step);
+    } else {
+      return acc_t<T>(T(seq.floating ? seq.start + double(i) * seq.step : double(seq.int_start + i * seq.int_step)));
+    }
+  }
 };
 
 template <typename T>
@@ -57,6 +70,10 @@ void fill_kernel(const ElementwiseArgs& args, DType dtype, const Scalar& value) 
                        [&]<typename T>() { launch_map<T>(args, FillFn<acc_t<T>>{value.to<acc_t<T>>()}); });
 }
 
+void arange_kernel(const ElementwiseArgs& args, DType dtype, const ArangeSequence& seq) {
+  EMBER_DISPATCH_DTYPE(dtype, "arange", [&]<typename T>() { launch_generate<T>(args, ArangeFn<T>{seq}); });
+}
+
 void random_kernel(const ElementwiseArgs& args, DType dtype, RandomKind kind, GeneratorState st, double a, double b) {
   EMBER_DISPATCH_FLOAT(dtype, "random", [&]<typename T>() {
     using A = acc_t<T>;
@@ -73,5 +90,6 @@ void random_kernel(const ElementwiseArgs& args, DType dtype, RandomKind kind, Ge
 EMBER_REGISTER_KERNEL(cast_stub, DeviceType::CUDA, cast_kernel);
 EMBER_REGISTER_KERNEL(fill_stub, DeviceType::CUDA, fill_kernel);
 EMBER_REGISTER_KERNEL(random_stub, DeviceType::CUDA, random_kernel);
+EMBER_REGISTER_KERNEL(arange_stub, DeviceType::CUDA, arange_kernel);
 
 }  // namespace ember::cuda

@@ -3,6 +3,7 @@
 // Channels-last inputs keep their layout.
 #include <gtest/gtest.h>
 
+#include "ember/core/cuda/graph.h"
 #include "support/cuda_compare.h"
 
 namespace ember {
@@ -97,6 +98,24 @@ TEST(CudaElementwise, ComparisonsWhereCastsAndFills) {
         return TensorList{z, full({5, 7}, 3, DType::Int64, in[0].device())};
       },
       {a}));
+}
+
+// arange runs on the device (no host copy), with the CPU's values for every
+// dtype and integral, negative and fractional steps; so a graph captures it.
+TEST(CudaElementwise, ArangeMatchesTheCpuAndIsCaptured) {
+  EMBER_REQUIRE_CUDA();
+  const Device gpu(DeviceType::CUDA, 0);
+  for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::Int32, DType::Int64}) {
+    EXPECT_TRUE(equal(arange(1000, dt, gpu).cpu(), arange(1000, dt, kCPU))) << dtype_name(dt);
+    EXPECT_TRUE(equal(arange(7, -30, -3, dt, gpu).cpu(), arange(7, -30, -3, dt, kCPU))) << dtype_name(dt);
+    EXPECT_TRUE(equal(arange(-1.5, 20.25, 0.3, dt, gpu).cpu(), arange(-1.5, 20.25, 0.3, dt, kCPU))) << dtype_name(dt);
+  }
+  EXPECT_EQ(arange(0, DType::Int64, gpu).numel(), 0);
+  Tensor positions;
+  cuda::Graph graph;
+  graph.capture([&] { positions = arange(33, DType::Int64, gpu) * 2; });
+  graph.replay();
+  EXPECT_TRUE(equal(positions.cpu(), arange(0, 66, 2, DType::Int64, kCPU)));
 }
 
 TEST(CudaElementwise, RandomMatchesCpuForTheSameSeed) {
