@@ -21,15 +21,18 @@ struct FillFn {
   __device__ A operator()() const { return value; }
 };
 
-// Term i of arange's sequence, as the CPU kernel computes it.
+// Term i of arange's sequence, as the CPU kernel computes it: start + i *
+// step rounded after the product and after the sum (no fused multiply-add,
+// which the CPU build does not contract either).
 template <typename T>
 struct ArangeFn {
   ArangeSequence seq;
+  __device__ double term(int64_t i) const { return __dadd_rn(seq.start, __dmul_rn(double(i), seq.step)); }
   __device__ acc_t<T> operator()(int64_t i) const {
     if constexpr (std::is_integral_v<T>) {
-      return seq.floating ? T(seq.start + double(i) * seq.step) : T(seq.int_start + i * seq.int_step);
+      return seq.floating ? T(term(i)) : T(seq.int_start + i * seq.int_step);
     } else {
-      return acc_t<T>(T(seq.floating ? seq.start + double(i) * seq.step : double(seq.int_start + i * seq.int_step)));
+      return acc_t<T>(T(seq.floating ? term(i) : double(seq.int_start + i * seq.int_step)));
     }
   }
 };
