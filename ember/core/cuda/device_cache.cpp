@@ -241,8 +241,10 @@ void DeviceCache::release_cached_segments() {
   for (BlockPool* pool : {&small_, &large_}) {
     for (auto it = pool->begin(); it != pool->end();) {
       Block* block = *it;
-      if (block->prev != nullptr || block->next != nullptr) {
-        ++it;  // part of a segment that still holds other blocks
+      const bool graph_pool =
+          std::find(graph_streams_.begin(), graph_streams_.end(), block->stream) != graph_streams_.end();
+      if (graph_pool || block->prev != nullptr || block->next != nullptr) {
+        ++it;  // a live graph's memory, or part of a segment that still holds other blocks
         continue;
       }
       EMBER_CUDA_CHECK(cudaFree(block->ptr));
@@ -288,6 +290,7 @@ void DeviceCache::begin_capture(cudaStream_t stream) {
   std::lock_guard<std::mutex> lock(mutex_);
   capturing_ = true;
   capture_stream_ = stream;
+  graph_streams_.push_back(stream);
 }
 
 std::vector<void*> DeviceCache::end_capture() {
@@ -295,6 +298,12 @@ std::vector<void*> DeviceCache::end_capture() {
   capturing_ = false;
   capture_stream_ = nullptr;
   return std::exchange(held_, {});
+}
+
+void DeviceCache::end_graph_pool(cudaStream_t stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = std::find(graph_streams_.begin(), graph_streams_.end(), stream);
+  if (it != graph_streams_.end()) graph_streams_.erase(it);
 }
 
 void DeviceCache::empty_cache() {

@@ -58,9 +58,13 @@ class DeviceCache {
   // begin_capture and end_capture, a freed block of any other stream stays
   // live and is held instead of reused: the graph's replays may use it.
   // end_capture returns the held pointers; the graph frees them at reset.
-  // One capture per device at a time.
+  // One capture per device at a time. From begin_capture until
+  // end_graph_pool, the free blocks of `stream` are addresses the graph's
+  // kernels use: neither empty_cache nor the retry after a failed cudaMalloc
+  // releases them (releasing them made a replay write to freed memory).
   void begin_capture(cudaStream_t stream);
   std::vector<void*> end_capture();
+  void end_graph_pool(cudaStream_t stream);
   void empty_cache();
   MemoryStats stats();
   void reset_peak();
@@ -91,6 +95,7 @@ class DeviceCache {
   bool capturing_ = false;
   cudaStream_t capture_stream_ = nullptr;
   std::vector<void*> held_;  // freed during the capture, blocks of other streams
+  std::vector<cudaStream_t> graph_streams_;  // pools of live graphs, never released
   MemoryStats stats_;
 };
 

@@ -108,7 +108,10 @@ void clear(Graph::Impl& g, std::vector<void*> held) {
   for (const CapturedDraws& r : g.draws) cudaFree(r.shift);  // after the device is idle, or nothing ran
   g.draws.clear();
   free_held(g.device, held);
-  if (g.stream != nullptr) return_stream(g.device, std::exchange(g.stream, nullptr));
+  if (g.stream != nullptr) {
+    detail::device_cache(g.device).end_graph_pool(g.stream);
+    return_stream(g.device, std::exchange(g.stream, nullptr));
+  }
 }
 
 }  // namespace

@@ -202,6 +202,35 @@ TEST(CudaGraph, ATensorFreedDuringCaptureIsHeldUntilReset) {
   EXPECT_LT(memory_allocated(0), before);
 }
 
+// The graph's intermediate buffers are free blocks of its pool between
+// replays; releasing them (empty_cache, or the retry after a failed
+// cudaMalloc when the device is nearly full) made the replays write to freed
+// memory: an illegal address, the context lost.
+TEST(CudaGraph, EmptyCacheKeepsALiveGraphsPoolAndReleasesItAfterReset) {
+  REQUIRE_GPU();
+  const int64_t n = 4 << 20;  // 16 MiB: segments of their own
+  Tensor x = full({n}, 3.0, DType::Float32, kGpu);
+  Tensor y;
+  Graph graph;
+  graph.capture([&] {
+    Tensor scratch = x * 2.0;  // freed inside the capture: a free block of the graph's pool
+    y = scratch + 1.0;
+  });
+  synchronize(0);
+  empty_cache();
+  const size_t reserved = memory_reserved(0);
+  x.fill_(5.0);
+  graph.replay();
+  synchronize(0);
+  EXPECT_EQ(y.min().item<double>(), 11.0);
+  EXPECT_EQ(y.max().item<double>(), 11.0);
+  EXPECT_EQ(memory_reserved(0), reserved);
+  graph.reset();
+  y = Tensor();
+  empty_cache();
+  EXPECT_LE(memory_reserved(0) + 2 * n * sizeof(float), reserved) << "the reset graph's pool was not released";
+}
+
 TEST(CudaGraph, WaitingForTheDeviceInsideACaptureIsAnErrorAndTheDeviceKeepsWorking) {
   REQUIRE_GPU();
   Tensor x = full({100}, 2.0, DType::Float32, kGpu);
