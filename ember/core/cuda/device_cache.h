@@ -94,7 +94,7 @@ class DeviceCache {
   size_t pending_count_ = 0;
   bool capturing_ = false;
   cudaStream_t capture_stream_ = nullptr;
-  std::vector<void*> held_;  // freed during the capture, blocks of other streams
+  std::vector<void*> held_;                  // freed during the capture, blocks of other streams
   std::vector<cudaStream_t> graph_streams_;  // pools of live graphs, never released
   MemoryStats stats_;
 };
