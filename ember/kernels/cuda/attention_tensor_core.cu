@@ -26,6 +26,9 @@
 // the last key tile a row of the block can see, and the per-element masking
 // (causal, bounds, bool/float masks, dropout) runs only on tiles that need
 // it.
+// Each kernel comes in two variants: one reading masks and drawing dropout,
+// and one for neither (bounds and the causal mask only), whose smaller code
+// and capped registers keep more warps on an SM (forward_min_blocks).
 // Backward (deterministic, no atomics, as the CPU kernels): a row-dot kernel
 // writes D_i = dO_i . O_i (float32 workspace); one block per 64 keys
 // accumulates dK and dV over the query tiles; one block per 64 query rows
@@ -70,6 +73,16 @@ constexpr float kLog2e = 1.4426950408889634f;
 // registers.
 constexpr int kv_block(int d) { return d <= 128 ? 64 : 32; }
 constexpr int q_block_backward(int d) { return d <= 64 ? 64 : 32; }
+// Blocks of a kernel without masks or dropout an SM must hold at once, so
+// that the compiler caps registers to fit them: left alone it took 141 a
+// thread for the forward at head_dim 64 (3 blocks, 12 warps an SM on an
+// H100, too few to hide the latency of the mma chains), 174 at 128, and 173
+// for the dK/dV kernel at 64 (2 blocks). The kernels with masks or dropout
+// keep the compiler's choice (capped, they spill).
+constexpr int forward_min_blocks(int d, bool mask_or_dropout) {
+  return mask_or_dropout ? 1 : d <= 64 ? 4 : d <= 128 ? 3 : 1;
+}
+constexpr int backward_kv_min_blocks(int d, bool mask_or_dropout) { return !mask_or_dropout && d <= 64 ? 3 : 1; }
 // Keys per tile of the dQ kernel: its two stages of K and V tiles of 64
 // keys at head_dim 128 would pass the 99 KB of shared memory a block gets
 // on sm_86/sm_89.
@@ -248,10 +261,11 @@ struct Head {
   }
   // What (i, j) adds to a base-2 score: -inf when blocked (out of bounds,
   // causal, a false bool mask), a float mask's value times log2(e), else 0.
-  template <typename T>
+  // Without kMaskOrDropout the mask is not read (the launcher passes none).
+  template <typename T, bool kMaskOrDropout>
   __device__ float score_offset(int64_t i, int64_t j) const {
     if (i >= a.q_len || j >= a.kv_len || (a.causal && j > i)) return -INFINITY;
-    if (a.mask == nullptr) return 0.f;
+    if (!kMaskOrDropout || a.mask == nullptr) return 0.f;
     const int64_t* ms = a.mask_strides;
     const int64_t at = b * ms[0] + h * ms[1] + i * ms[2] + j * ms[3];
     if (a.mask_dtype == DType::Bool) return static_cast<const bool*>(a.mask)[at] ? 0.f : -INFINITY;
@@ -274,8 +288,9 @@ struct Head {
 
 // Forward: out and logsumexp of 64 query rows (blockIdx.x) of the (batch
 // blockIdx.z, head blockIdx.y).
-template <typename T, int D>
-__global__ void __launch_bounds__(kThreads) attention_forward_kernel(const AttentionArgs a, float scale_log2) {
+template <typename T, int D, bool kMaskOrDropout>
+__global__ void __launch_bounds__(kThreads, forward_min_blocks(D, kMaskOrDropout))
+    attention_forward_kernel(const AttentionArgs a, float scale_log2) {
 #if EMBER_ATTENTION_TENSOR_CORES
   constexpr int Bc = kv_block(D), S = D + kPad;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -291,7 +306,7 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(const Atten
   const int64_t q0 = int64_t(blockIdx.x) * kRowsPerBlock, warp_row0 = q0 + warp * 16;
   const int64_t kv_end = a.causal && q0 + kRowsPerBlock < a.kv_len ? q0 + kRowsPerBlock : a.kv_len;
   const int64_t tiles = (kv_end + Bc - 1) / Bc;
-  const bool dropout = a.dropout_p > 0.0;
+  const bool dropout = kMaskOrDropout && a.dropout_p > 0.0;
 
   load_tile<T, D, kRowsPerBlock>(q_addr, q + q0 * a.q_strides[2], a.q_strides[2], a.q_len - q0);
   if (tiles > 0) load_tile<T, D, Bc>(k_addr, k, a.k_strides[2], a.kv_len);
@@ -328,7 +343,7 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(const Atten
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           float x = s[n][2 * r + e] * scale_log2;
-          if (offsets) x += hd.score_offset<T>(i, j0 + n * 8 + 2 * t + e);
+          if (offsets) x += hd.score_offset<T, kMaskOrDropout>(i, j0 + n * 8 + 2 * t + e);
           s[n][2 * r + e] = x;
           row_max = fmaxf(row_max, x);
         }
@@ -422,12 +437,12 @@ __global__ void __launch_bounds__(256) attention_row_dot_kernel(const AttentionA
 // kernel's S^T). lse2 and dot hold the queries' logsumexp in base 2 (+inf
 // where it is -inf, so P = 0 there) and D: per column of the tile when
 // transposed (in shared memory), else this thread's rows g and g + 8.
-template <typename T, int N, bool transposed>
+template <typename T, int N, bool transposed, bool kMaskOrDropout>
 __device__ __forceinline__ void backward_probabilities(const Head& hd, float scale_log2, int64_t row0, int64_t col0,
                                                        bool offsets, const float* lse2, const float* dot,
                                                        float (&p)[N / 8][4], float (&dp)[N / 8][4]) {
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const bool dropout = hd.a.dropout_p > 0.0;
+  const bool dropout = kMaskOrDropout && hd.a.dropout_p > 0.0;
 #pragma unroll
   for (int n = 0; n < N / 8; ++n) {
 #pragma unroll
@@ -435,7 +450,7 @@ __device__ __forceinline__ void backward_probabilities(const Head& hd, float sca
       const int r = g + 8 * (c / 2), col = n * 8 + 2 * t + c % 2;
       const int64_t i = transposed ? col0 + col : row0 + r, j = transposed ? row0 + r : col0 + col;
       float x = p[n][c] * scale_log2;
-      if (offsets) x += hd.score_offset<T>(i, j);
+      if (offsets) x += hd.score_offset<T, kMaskOrDropout>(i, j);
       const int stat = transposed ? col : c / 2;
       const float prob = exp2f(x - lse2[stat]);
       const float z = dropout ? hd.dropout_factor(i, j) : 1.f;
@@ -450,8 +465,8 @@ __device__ __forceinline__ float lse_base2(float lse) { return lse == -INFINITY 
 
 // dK and dV of 64 keys (blockIdx.x) of the (batch blockIdx.z, head
 // blockIdx.y), summed over query tiles of q_block_backward(D) rows.
-template <typename T, int D>
-__global__ void __launch_bounds__(kThreads)
+template <typename T, int D, bool kMaskOrDropout>
+__global__ void __launch_bounds__(kThreads, backward_kv_min_blocks(D, kMaskOrDropout))
     attention_backward_kv_kernel(const AttentionArgs a, float scale_log2, const float* row_dot) {
 #if EMBER_ATTENTION_TENSOR_CORES
   constexpr int Br = q_block_backward(D), S = D + kPad;
@@ -519,8 +534,8 @@ __global__ void __launch_bounds__(kThreads)
     warp_gemm_nt<T, D, Br>(dpt, v_warp, do_tile, S, lane);
     const bool offsets =
         a.mask != nullptr || warp_key0 + 16 > a.kv_len || i0 + Br > a.q_len || (a.causal && warp_key0 + 15 > i0);
-    backward_probabilities<T, Br, true>(hd, scale_log2, warp_key0, i0, offsets, s_lse2 + stage * Br, s_dot + stage * Br,
-                                        st, dpt);
+    backward_probabilities<T, Br, true, kMaskOrDropout>(hd, scale_log2, warp_key0, i0, offsets, s_lse2 + stage * Br,
+                                                        s_dot + stage * Br, st, dpt);
     uint32_t pf[Br / 16][4], dsf[Br / 16][4];
     to_a_fragments<T, Br>(st, pf);
     to_a_fragments<T, Br>(dpt, dsf);
@@ -551,7 +566,7 @@ __global__ void __launch_bounds__(kThreads)
 // over key tiles of q_kernel_kv_block(D) keys; blockIdx.x counts the row
 // blocks from the last, so that under a causal mask the heaviest blocks
 // start first.
-template <typename T, int D>
+template <typename T, int D, bool kMaskOrDropout>
 __global__ void __launch_bounds__(kThreads)
     attention_backward_q_kernel(const AttentionArgs a, float scale_log2, const float* row_dot) {
 #if EMBER_ATTENTION_TENSOR_CORES
@@ -617,7 +632,7 @@ __global__ void __launch_bounds__(kThreads)
     warp_gemm_nt<T, D, Bc>(s, q_warp, k_tile, S, lane);
     warp_gemm_nt<T, D, Bc>(dp, do_warp, v_tile, S, lane);
     const bool offsets = hd.needs_offsets(warp_row0, j0, Bc);
-    backward_probabilities<T, Bc, false>(hd, scale_log2, warp_row0, j0, offsets, lse2, dot, s, dp);
+    backward_probabilities<T, Bc, false, kMaskOrDropout>(hd, scale_log2, warp_row0, j0, offsets, lse2, dot, s, dp);
     uint32_t dsf[Bc / 16][4];
     to_a_fragments<T, Bc>(dp, dsf);
     warp_gemm_rn<T, Bc, D>(dq, dsf, k_tile, S, lane);
@@ -718,30 +733,37 @@ void launch(void (*kernel)(Params...), dim3 grid, size_t shared_bytes, cudaStrea
   EMBER_CUDA_CHECK_LAUNCH();
 }
 
+// Masks and dropout get kernels of their own: their per-element code (a
+// mask read, a Philox draw) in every unrolled element of a tile made the
+// plain kernels' code too large for the instruction cache and took
+// registers from them.
+bool mask_or_dropout(const AttentionArgs& a) { return a.mask != nullptr || a.dropout_p > 0.0; }
+
 template <typename T, int D>
 void forward(const AttentionArgs& a, cudaStream_t stream) {
   const dim3 grid(unsigned(blocks_of(a.q_len, kRowsPerBlock)), unsigned(a.heads), unsigned(a.batch));
-  launch(attention_forward_kernel<T, D>, grid, forward_shared_bytes(D), stream, a, float(a.scale) * kLog2e);
+  launch(mask_or_dropout(a) ? attention_forward_kernel<T, D, true> : attention_forward_kernel<T, D, false>, grid,
+         forward_shared_bytes(D), stream, a, float(a.scale) * kLog2e);
 }
 
 template <typename T, int D>
 void backward(const AttentionArgs& a, cudaStream_t stream) {
+  const bool general = mask_or_dropout(a);
+  const auto kv_kernel = general ? attention_backward_kv_kernel<T, D, true> : attention_backward_kv_kernel<T, D, false>;
+  const auto q_kernel = general ? attention_backward_q_kernel<T, D, true> : attention_backward_q_kernel<T, D, false>;
   const int64_t rows = a.batch * a.heads * a.q_len;
   if (rows > 0) {
     Workspace row_dot = workspace_for<float>(rows, a.device);
     attention_row_dot_kernel<T, D><<<unsigned(blocks_of(rows, 8)), 256, 0, stream>>>(a, row_dot.as<float>());
     EMBER_CUDA_CHECK_LAUNCH();
     const float scale_log2 = float(a.scale) * kLog2e;
-    launch(attention_backward_kv_kernel<T, D>,
-           dim3(unsigned(blocks_of(a.kv_len, kRowsPerBlock)), unsigned(a.heads), unsigned(a.batch)),
+    launch(kv_kernel, dim3(unsigned(blocks_of(a.kv_len, kRowsPerBlock)), unsigned(a.heads), unsigned(a.batch)),
            backward_kv_shared_bytes(D), stream, a, scale_log2, static_cast<const float*>(row_dot.as<float>()));
-    launch(attention_backward_q_kernel<T, D>,
-           dim3(unsigned(blocks_of(a.q_len, kRowsPerBlock)), unsigned(a.heads), unsigned(a.batch)),
+    launch(q_kernel, dim3(unsigned(blocks_of(a.q_len, kRowsPerBlock)), unsigned(a.heads), unsigned(a.batch)),
            backward_q_shared_bytes(D), stream, a, scale_log2, static_cast<const float*>(row_dot.as<float>()));
   } else {
     // No query rows: dK and dV are zeros (the dK/dV kernel's loop runs no tile).
-    launch(attention_backward_kv_kernel<T, D>,
-           dim3(unsigned(blocks_of(a.kv_len, kRowsPerBlock)), unsigned(a.heads), unsigned(a.batch)),
+    launch(kv_kernel, dim3(unsigned(blocks_of(a.kv_len, kRowsPerBlock)), unsigned(a.heads), unsigned(a.batch)),
            backward_kv_shared_bytes(D), stream, a, float(a.scale) * kLog2e, static_cast<const float*>(nullptr));
   }
 }
