@@ -33,6 +33,11 @@
 //   reads it) and keeps the fastest: that call waits for the device.
 //   Otherwise, or when no candidate ran, the heuristic's
 //   first answer is kept.
+// - Operands whose rows do not start on 16-byte boundaries (a pointer or a
+//   leading dim that is not), in products of 2^28 multiply-adds or more,
+//   are copied into buffers of aligned rows from the caching allocator on
+//   the current stream, and a misaligned C is computed in such a buffer and
+//   copied out: cublasLt has only its slow align-1 kernels for them.
 // - For float16 and bfloat16 operands only split-K schemes that reduce in
 //   the compute type (float) are allowed, so the result is rounded once.
 #pragma once
