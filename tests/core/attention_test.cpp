@@ -2,14 +2,15 @@
 // CPU kernels): gradient checks, agreement with the composed form
 // (nn::functional::scaled_dot_product_attention_with_weights) in values and
 // gradients, dropout pinned to attention_dropout_keep, fully blocked rows,
-// a long sequence, the half types, thread-count independence, errors, and
-// MultiheadAttention's two paths.
+// a long sequence, the half types, thread-count independence, the mask the
+// backward reads staying alive, errors, and MultiheadAttention's two paths.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 
 #include <cmath>
 #include <limits>
 
+#include "ember/core/cpu_allocator.h"
 #include "ember/core/ops/attention_kernels.h"
 #include "ember/ember.h"
 #include "support/error_message.h"
@@ -299,6 +300,25 @@ TEST(Attention, AFloatMaskThatNeedsItsGradientGetsOne) {
   Tensor mask = random_leaf({3, 4}, 4);
   EXPECT_TRUE(gradcheck([](const TensorList& t) { return scaled_dot_product_attention(t[0], t[1], t[2], t[3]); },
                         {q, k, v, mask}));
+}
+
+TEST(Attention, TheBackwardHoldsTheMaskItsKernelReads) {
+  // A float64 mask for float32 inputs is converted to a copy only the op
+  // holds. At 1 MiB it is a block of the CPU allocator's cache, which the
+  // next request of its size would get if the copy were freed before the
+  // backward: the poison below would then block every position.
+  const int64_t T = 512;
+  Generator g(11);
+  TensorList x;
+  for (int i = 0; i < 3; ++i) x.push_back(randn({T, 4}, DType::Float32, kCPU, &g).set_requires_grad());
+  Tensor mask = rand({T, T}, DType::Float64, kCPU, &g) * -2.0;
+  cpu_empty_cache();
+  Tensor out = scaled_dot_product_attention(x[0], x[1], x[2], mask);
+  Tensor poison = full({T, T}, -kInf, DType::Float32);
+  TensorList fused = autograd::grad({out.sum()}, x);
+  Tensor ref = F::scaled_dot_product_attention_with_weights(x[0], x[1], x[2], mask.to(DType::Float32)).first;
+  TensorList composed = autograd::grad({ref.sum()}, x);
+  for (size_t i = 0; i < 3; ++i) expect_close(fused[i], composed[i], 2e-5, "gradient");
 }
 
 TEST(Attention, ErrorsNameTheOpAndTheShapes) {

@@ -23,6 +23,7 @@ KernelStub<AttentionKernelFn> attention_backward_stub("scaled_dot_product_attent
 namespace {
 
 constexpr const char* kOp = "scaled_dot_product_attention";
+constexpr const char* kBackward = "ScaledDotProductAttentionBackward";
 
 Shape leading(const Tensor& t) { return t.dim() > 2 ? Shape(t.shape().begin(), t.shape().end() - 2) : Shape{}; }
 
@@ -82,8 +83,20 @@ Tensor as_heads(Tensor t, const Shape& batch, int64_t rows, int64_t cols, bool d
                       {*stride, e.stride(n - 1), e.stride(n), dense_last ? 1 : e.stride(n + 1)}, e.storage_offset());
 }
 
-void set_strides(int64_t (&dst)[3], const Tensor& t4) {
-  for (int i = 0; i < 3; ++i) dst[i] = t4.stride(i);
+// Points one of AttentionArgs' tensors at t4, a [batch, heads, rows, cols]
+// view: its data and its strides over (batch, head, row).
+template <typename Pointer>
+void bind(Pointer& data, int64_t (&strides)[3], const Tensor& t4) {
+  data = t4.data_ptr();
+  for (int i = 0; i < 3; ++i) strides[i] = t4.stride(i);
+}
+
+// Points the tensors both passes read at q4, k4, v4 and out4.
+void bind_inputs(AttentionArgs& a, const Tensor& q4, const Tensor& k4, const Tensor& v4, const Tensor& out4) {
+  bind(a.q, a.q_strides, q4);
+  bind(a.k, a.k_strides, k4);
+  bind(a.v, a.v_strides, v4);
+  bind(a.out, a.out_strides, out4);
 }
 
 Shape with_rows(Shape batch, int64_t rows, int64_t cols) {
@@ -215,14 +228,7 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   a.kv_len = S;
   a.head_dim = E;
   a.value_dim = Ev;
-  a.q = q4.data_ptr();
-  set_strides(a.q_strides, q4);
-  a.k = k4.data_ptr();
-  set_strides(a.k_strides, k4);
-  a.v = v4.data_ptr();
-  set_strides(a.v_strides, v4);
-  a.out = out4.data_ptr();
-  set_strides(a.out_strides, out4);
+  bind_inputs(a, q4, k4, v4, out4);
   a.logsumexp = lse.data_ptr();
   if (mask4.defined()) {
     a.mask = mask4.data_ptr();
@@ -251,16 +257,17 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   if (autograd::needs_grad(query, key, value)) {
     autograd::SavedTensor sq(query), sk(key), sv(value), so = autograd::SavedTensor::output(out);
     const Shape qs = query.shape(), ks = key.shape(), vs = value.shape();
-    autograd::record("ScaledDotProductAttentionBackward", {&out}, {query, key, value}, [=](const TensorList& g) {
-      const char* node = "ScaledDotProductAttentionBackward";
+    // a's logsumexp and mask point into lse and mask4: the closure holds them
+    // so that the backward reads them through a.
+    autograd::record(kBackward, {&out}, {query, key, value}, [=, lse = lse, mask4 = mask4](const TensorList& g) {
       EMBER_CHECK(!GradMode::is_enabled(),
                   kOp << ": double backward (create_graph=true) is not supported by the fused kernels; use "
                          "nn::functional::scaled_dot_product_attention_with_weights, which is composed of "
                          "differentiable ops");
-      Tensor qv = as_heads(sq.unpack(node).detach(), batch, L, E, true);
-      Tensor kv = as_heads(sk.unpack(node).detach(), batch, S, E, true);
-      Tensor vv = as_heads(sv.unpack(node).detach(), batch, S, Ev, true);
-      Tensor ov = as_heads(so.unpack(node).detach(), batch, L, Ev, true);
+      Tensor qv = as_heads(sq.unpack(kBackward).detach(), batch, L, E, true);
+      Tensor kv = as_heads(sk.unpack(kBackward).detach(), batch, S, E, true);
+      Tensor vv = as_heads(sv.unpack(kBackward).detach(), batch, S, Ev, true);
+      Tensor ov = as_heads(so.unpack(kBackward).detach(), batch, L, Ev, true);
       Tensor go = as_heads(g[0], batch, L, Ev, true);
       Tensor dq = empty(with_rows(batch, L, E), a.dtype, device);
       Tensor dk = empty(with_rows(batch, S, E), a.dtype, device);
@@ -273,25 +280,13 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
       }
       Tensor dq4 = as_heads(dq, batch, L, E, true), dk4 = as_heads(dk, batch, S, E, true),
              dv4 = as_heads(dv, batch, S, Ev, true);
+      // q, k, v and out are rebound to the saved tensors' views.
       AttentionArgs ba = a;
-      ba.q = qv.data_ptr();
-      set_strides(ba.q_strides, qv);
-      ba.k = kv.data_ptr();
-      set_strides(ba.k_strides, kv);
-      ba.v = vv.data_ptr();
-      set_strides(ba.v_strides, vv);
-      ba.out = ov.data_ptr();
-      set_strides(ba.out_strides, ov);
-      ba.logsumexp = lse.data_ptr();
-      ba.mask = mask4.defined() ? mask4.data_ptr() : nullptr;
-      ba.grad_out = go.data_ptr();
-      set_strides(ba.grad_out_strides, go);
-      ba.grad_q = dq4.data_ptr();
-      set_strides(ba.grad_q_strides, dq4);
-      ba.grad_k = dk4.data_ptr();
-      set_strides(ba.grad_k_strides, dk4);
-      ba.grad_v = dv4.data_ptr();
-      set_strides(ba.grad_v_strides, dv4);
+      bind_inputs(ba, qv, kv, vv, ov);
+      bind(ba.grad_out, ba.grad_out_strides, go);
+      bind(ba.grad_q, ba.grad_q_strides, dq4);
+      bind(ba.grad_k, ba.grad_k_strides, dk4);
+      bind(ba.grad_v, ba.grad_v_strides, dv4);
       attention_backward_stub(device.type)(ba);
       return TensorList{sum_to(dq, qs), sum_to(dk, ks), sum_to(dv, vs)};
     });
