@@ -1,7 +1,7 @@
 """PyTorch's figures for benchmarks/dp_vs_ddp, on the same machine.
 
-The same models (benchmarks/dp_vs_ddp/workload.h and benchmarks/gpt.h, whose
-twin is torch_models.Gpt: the widened MLP, the CNN with bias-free
+The same models (benchmarks/dp_vs_ddp/workload.h and examples/gpt/model.h,
+whose twin is torch_models.Gpt: the widened MLP, the CNN with bias-free
 convolutions and dropout 0.25, the GPT with an untied bias-free head), optimizers (SGD lr 0.01 momentum 0.9;
 AdamW lr 3e-4 for gpt), random batches, the same flags and the same figures
 in the same CSV columns (framework "torch"); benchmarks/dp_vs_ddp.cpp's
@@ -17,10 +17,10 @@ comment defines them. The modes:
                nccl with cuda:LOCAL_RANK, gloo on the CPU
 
 Precision "amp": float16 autocast with a GradScaler on CUDA, bfloat16
-autocast on the CPU, as ember. The attention gets the causal mask as a bool
-attn_mask (need_weights=False), which torch 1.13 and 2.x both take. On the
-CPU each process uses --threads intra-op threads (default 1, as ember's
-single-threaded CPU kernels). The hidden all-reduce fraction uses buckets
+autocast on the CPU, as ember. The attention is torch_models.causal_attention
+(F.scaled_dot_product_attention(is_causal=True), its math on torch 1.13), as
+ember's. On the CPU each process uses --threads intra-op threads (default 1,
+as ember's single-threaded CPU kernels). The hidden all-reduce fraction uses buckets
 made by DDP's rule (parameters in reverse order, 1 MiB first, then 25 MiB)
 and a sum all_reduce (gloo has no average). Each framework's DDP runs with its
 defaults (ember's gradient_as_bucket_view is on, PyTorch's off).

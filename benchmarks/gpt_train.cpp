@@ -1,7 +1,8 @@
-// gpt_train: GPT-2 small's training step (benchmarks/gpt.h,
-// GptShape::gpt2_small(): 12 layers, width 768, 12 heads, context 1024,
-// vocab 50257, the head tied to the token embedding; 124,439,808
-// parameters) on random tokens, at each batch size, as a markdown table:
+// gpt_train: GPT-2 small's training step (ember-gpt's model,
+// examples/gpt/model.h, at GptConfig::gpt2_small(): 12 layers, width 768,
+// 12 heads, context 1024, vocab 50257, the head tied to the token
+// embedding, GELU tanh, GPT-2's initialization; 124,439,808 parameters;
+// the MLP's first Linear and GELU run as one linear_gelu) on random tokens, at each batch size, as a markdown table:
 // ms/step, tokens/s, model FLOP/s, MFU and peak memory.
 // benchmarks/gpt_train_torch.py prints the same table for PyTorch eager and
 // torch.compile.
@@ -50,9 +51,9 @@
 #include <vector>
 
 #include "benchmarks/bench_util.h"
-#include "benchmarks/gpt.h"
 #include "ember/ember.h"
 #include "ember/optim/optim.h"
+#include "examples/gpt/model.h"
 #if EMBER_WITH_CUDA
 #include "ember/core/cuda/caching_allocator.h"
 #include "ember/core/cuda/device.h"
@@ -63,7 +64,7 @@ namespace {
 using namespace ember;
 
 struct Options {
-  bench::GptShape shape = bench::GptShape::gpt2_small();
+  gpt::GptConfig config = gpt::GptConfig::gpt2_small();
   std::vector<int64_t> batches;
   int steps = 20, warmup = 5;
   int64_t gemm = 8192;
@@ -83,10 +84,10 @@ struct CaptureFailed {
 };
 
 // The model's parameters, each once (the tied head is the token embedding).
-int64_t parameter_count(const bench::GptShape& shape) {
+int64_t parameter_count(const gpt::GptConfig& config) {
   nn::init::SkipInitGuard shapes_only;
   int64_t n = 0;
-  for (const Tensor& p : std::make_shared<bench::Gpt>(shape)->parameters()) n += p.numel();
+  for (const Tensor& p : std::make_shared<gpt::Gpt>(config)->parameters()) n += p.numel();
   return n;
 }
 
@@ -116,16 +117,16 @@ std::function<void()> capture(const std::function<void()>& step, Device device, 
 
 Measured measure(const Options& o, int64_t batch, bool graph_mode) {
   manual_seed(0);
-  auto gpt = std::make_shared<bench::Gpt>(o.shape);
-  gpt->to(o.device);
-  optim::AdamW opt(gpt->parameters(), {.lr = 6e-4, .betas = {0.9, 0.95}, .weight_decay = 0.1});
-  const Tensor ids = randint(0, o.shape.vocab, {batch, o.shape.context}, DType::Int64, o.device);
-  const Tensor next = randint(0, o.shape.vocab, {batch, o.shape.context}, DType::Int64, o.device);
+  auto model = std::make_shared<gpt::Gpt>(o.config);
+  model->to(o.device);
+  optim::AdamW opt(model->parameters(), {.lr = 6e-4, .betas = {0.9, 0.95}, .weight_decay = 0.1});
+  const Tensor ids = randint(0, o.config.vocab, {batch, o.config.context}, DType::Int64, o.device);
+  const Tensor next = randint(0, o.config.vocab, {batch, o.config.context}, DType::Int64, o.device);
   const std::function<void()> step = [&] {
     Tensor loss;
     {
       amp::autocast autocast(o.device.type, DType::BFloat16);
-      loss = bench::Gpt::loss(gpt->forward(ids), next);
+      loss = gpt::Gpt::loss(model->forward(ids), next);
     }
     opt.zero_grad();
     loss.backward();
@@ -161,22 +162,22 @@ Options parse(int argc, char** argv) {
   Options o;
   o.device = flags.device();
   o.batches = flags.counts("--batches", {8, 16, 32, 64}, 1 << 20);
-  o.shape.context = flags.count("--context", o.shape.context, 1 << 20);
+  o.config.context = flags.count("--context", o.config.context, 1 << 20);
   o.steps = int(flags.count("--steps", o.steps, 100000));
   o.warmup = int(flags.count("--warmup", o.warmup, 100000));
-  o.shape.layers = flags.count("--layers", o.shape.layers, 1000);
-  o.shape.width = flags.count("--width", o.shape.width, 1 << 16);
-  o.shape.heads = flags.count("--heads", o.shape.heads, 1 << 10);
-  o.shape.vocab = flags.count("--vocab", o.shape.vocab, 1 << 24);
+  o.config.layers = flags.count("--layers", o.config.layers, 1000);
+  o.config.width = flags.count("--width", o.config.width, 1 << 16);
+  o.config.heads = flags.count("--heads", o.config.heads, 1 << 10);
+  o.config.vocab = flags.count("--vocab", o.config.vocab, 1 << 24);
   o.gemm = flags.count("--gemm", o.device.is_cuda() ? 8192 : 512, 1 << 16);
   o.modes = flags.list(
       "--modes", o.device.is_cuda() ? std::vector<std::string>{"eager", "graph"} : std::vector<std::string>{"eager"},
       {"eager", "graph"});
   if (!o.device.is_cuda() && std::find(o.modes.begin(), o.modes.end(), "graph") != o.modes.end())
     flags.fail("--modes graph captures CUDA graphs, so it needs --device cuda");
-  if (o.shape.width % o.shape.heads != 0)
-    flags.fail("--width " + std::to_string(o.shape.width) + " must be a multiple of --heads " +
-               std::to_string(o.shape.heads));
+  if (o.config.width % o.config.heads != 0)
+    flags.fail("--width " + std::to_string(o.config.width) + " must be a multiple of --heads " +
+               std::to_string(o.config.heads));
   flags.finish();
   return o;
 }
@@ -185,7 +186,7 @@ Options parse(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
-  const bench::GptShape& s = o.shape;
+  const gpt::GptConfig& s = o.config;
   const int64_t n = parameter_count(s);
   const double flops_per_token = 6.0 * double(n) + 6.0 * double(s.layers * s.width * s.context);
   const double peak_tflops = gemm_tflops(o.gemm, o.device);
@@ -195,7 +196,7 @@ int main(int argc, char** argv) {
                                         : "";
 
   std::printf(
-      "ember gpt_train: GPT of %s (head tied to the token embedding, GELU tanh, GPT-2's initialization), "
+      "ember gpt_train: GPT of %s, GPT-2 style (head tied to the token embedding, GELU tanh, GPT-2's initialization), "
       "%lld parameters; random tokens; "
       "bf16 autocast; AdamW lr 6e-4, weight decay 0.1, betas 0.9/0.95 (one fused multi-tensor step); "
       "median of %d steps after %d warm-up steps, on %s%s\n\n",

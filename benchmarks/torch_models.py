@@ -1,7 +1,8 @@
-"""The PyTorch twins of examples/train/models.h and benchmarks/gpt.h, which
-the PyTorch scripts beside ember's benchmarks (train_step_torch.py,
-dp_vs_ddp_torch.py, gpt_train_torch.py) train: the same layers in the same
-order, the CNN's convolutions without bias.
+"""The PyTorch twins of examples/train/models.h and examples/gpt/model.h
+(ember-gpt's GPT, which gpt_train and dp_vs_ddp train), which the PyTorch
+scripts beside ember's benchmarks (train_step_torch.py, dp_vs_ddp_torch.py,
+gpt_train_torch.py) train: the same layers in the same order, the CNN's
+convolutions without bias.
 
     make_mlp()         Flatten, Linear 784-1024, ReLU, Linear 1024-1024, ReLU,
                        Linear 1024-10 (ember's make_mlp({1024, 1024}, 0))
@@ -9,19 +10,22 @@ order, the CNN's convolutions without bias.
                        MaxPool2d(2)], Flatten, Linear(64*7*7, 128), ReLU,
                        Dropout, Linear(128, 10) (ember's make_cnn(dropout))
     Gpt(layers, width, heads, context, vocab, gpt2=False)
-                       bench::Gpt: token and position embeddings, pre-LN
-                       blocks (causal self-attention, Linear-GELU-Linear),
-                       LayerNorm, a bias-free head; parameter names as
-                       ember's. gpt2=False is dp_vs_ddp's: head untied, exact
-                       GELU, PyTorch's initialization, attention through
-                       nn.MultiheadAttention with a bool causal mask
-                       (need_weights=False). gpt2=True is GPT-2's (gpt_train):
-                       head.weight IS tok.weight, GELU tanh, GPT-2's
-                       initialization (gpt.h says which), attention through
-                       F.scaled_dot_product_attention(is_causal=True) on
-                       (B, H, T, D) views of attn's own in_proj output (a
-                       softmax of masked scores where torch has no SDPA:
-                       torch 1.x, see HAS_SDPA).
+                       ember's gpt::Gpt, parameter names included: tok, pos,
+                       blocks.<i> (ln1; attn_qkv, causal attention on
+                       (B, H, T, D) views of its output, attn_proj; ln2;
+                       mlp = Linear, GELU, Linear), ln_f and a bias-free
+                       head; no dropout (ember's Dropout layers at 0 return
+                       their input, and have no parameters). gpt2=False is
+                       dp_vs_ddp's (ember's dp_vs_ddp_gpt()): head untied,
+                       exact GELU, PyTorch's default initialization.
+                       gpt2=True is GPT-2's (GptConfig::gpt2_small(),
+                       gpt_train): head.weight IS tok.weight, GELU tanh,
+                       GPT-2's initialization (model.h says which). ember
+                       runs mlp's first Linear and GELU as one linear_gelu
+                       (the same values); torch runs them as two ops.
+                       Attention is F.scaled_dot_product_attention(
+                       is_causal=True), or a softmax of masked scores where
+                       torch has no SDPA (torch 1.x, see HAS_SDPA).
 """
 import math
 
@@ -60,56 +64,52 @@ def causal_attention(q, k, v):
 
 
 class GptBlock(nn.Module):
-    def __init__(self, width, heads, layers, gpt2):
+    def __init__(self, width, heads, gelu):
         super().__init__()
-        self.heads, self.gpt2 = heads, gpt2
+        self.heads = heads
         self.ln1 = nn.LayerNorm(width)
-        self.attn = nn.MultiheadAttention(width, heads, dropout=0.0, bias=True, batch_first=True)
+        self.attn_qkv = nn.Linear(width, 3 * width)
+        self.attn_proj = nn.Linear(width, width)
         self.ln2 = nn.LayerNorm(width)
-        self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(approximate="tanh" if gpt2 else "none"),
-                                 nn.Linear(4 * width, width))
-        if gpt2:
-            residual_std = 0.02 / math.sqrt(2 * layers)
-            nn.init.normal_(self.attn.in_proj_weight, 0.0, 0.02)
-            nn.init.normal_(self.attn.out_proj.weight, 0.0, residual_std)
-            nn.init.normal_(self.mlp[0].weight, 0.0, 0.02)
-            nn.init.zeros_(self.mlp[0].bias)
-            nn.init.normal_(self.mlp[2].weight, 0.0, residual_std)
-            nn.init.zeros_(self.mlp[2].bias)
+        self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(approximate=gelu), nn.Linear(4 * width, width))
 
-    def forward(self, x, causal):
-        h = self.ln1(x)
-        if self.gpt2:
-            x = x + self.self_attention(h)
-        else:
-            x = x + self.attn(h, h, h, attn_mask=causal, need_weights=False)[0]
+    def forward(self, x):
+        x = x + self.attention(self.ln1(x))
         return x + self.mlp(self.ln2(x))
 
-    def self_attention(self, h):
+    def attention(self, h):
         b, t, width = h.shape
-        qkv = F.linear(h, self.attn.in_proj_weight, self.attn.in_proj_bias).view(b, t, 3, self.heads, -1)
+        qkv = self.attn_qkv(h).view(b, t, 3, self.heads, -1)
         q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))  # (B, H, T, D) views
-        return self.attn.out_proj(causal_attention(q, k, v).transpose(1, 2).reshape(b, t, width))
+        return self.attn_proj(causal_attention(q, k, v).transpose(1, 2).reshape(b, t, width))
 
 
 class Gpt(nn.Module):
     def __init__(self, layers, width, heads, context, vocab, gpt2=False):
         super().__init__()
-        self.gpt2 = gpt2
         self.tok = nn.Embedding(vocab, width)
         self.pos = nn.Embedding(context, width)
-        self.blocks = nn.ModuleList([GptBlock(width, heads, layers, gpt2) for _ in range(layers)])
+        self.blocks = nn.ModuleList([GptBlock(width, heads, "tanh" if gpt2 else "none") for _ in range(layers)])
         self.ln_f = nn.LayerNorm(width)
         self.head = nn.Linear(width, vocab, bias=False)
         if gpt2:
             self.head.weight = self.tok.weight
-            nn.init.normal_(self.tok.weight, 0.0, 0.02)
-            nn.init.normal_(self.pos.weight, 0.0, 0.02)
+            self.init_gpt2(layers)
+
+    def init_gpt2(self, layers):
+        """GPT-2's initialization, as examples/gpt/model.cpp's init_gpt2."""
+        residual_std = 0.02 / math.sqrt(2 * layers)
+        nn.init.normal_(self.tok.weight, 0.0, 0.02)
+        nn.init.normal_(self.pos.weight, 0.0, 0.02)
+        for block in self.blocks:
+            for linear in (block.attn_qkv, block.attn_proj, block.mlp[0], block.mlp[2]):
+                residual = linear is block.attn_proj or linear is block.mlp[2]
+                nn.init.normal_(linear.weight, 0.0, residual_std if residual else 0.02)
+                nn.init.zeros_(linear.bias)
 
     def forward(self, ids):
         t = ids.size(1)
-        causal = None if self.gpt2 else torch.ones(t, t, dtype=torch.bool, device=ids.device).triu(1)  # True: blocked
         x = self.tok(ids) + self.pos(torch.arange(t, device=ids.device))
         for block in self.blocks:
-            x = block(x, causal)
+            x = block(x)
         return self.head(self.ln_f(x))

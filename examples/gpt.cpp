@@ -84,8 +84,7 @@ int run(const Options& o) {
       evaluation_batches(corpus.val, o.batch_size, o.context, o.eval_batches, device);
 
   GptConfig config{.layers = o.layers, .width = o.width, .heads = o.heads, .context = o.context, .dropout = o.dropout};
-  auto model = std::make_shared<Gpt>(config);
-  init_gpt2(*model);
+  auto model = std::make_shared<Gpt>(config);  // GPT-2's initialization
   model->to(device);
   std::unique_ptr<optim::AdamW> optimizer = make_optimizer(*model, o.lr, o.weight_decay);
   optim::LambdaLR scheduler(*optimizer, warmup_cosine(o.warmup, o.steps, o.min_lr_ratio));

@@ -7,9 +7,11 @@
 //         and labels in [0, 10)
 //   cnn   examples/train/models.h's CNN, dropout 0.25; the same optimizer
 //         and inputs
-//   gpt   benchmarks/gpt.h with the given shape; AdamW lr 3e-4 (weight
-//         decay 0.01); random token ids (N, context) in [0, vocab) and
-//         next-token targets of the same shape
+//   gpt   ember-gpt's model (examples/gpt/model.h) at dp_vs_ddp_gpt() with
+//         the given shape: head untied, exact GELU, PyTorch's default
+//         initialization, no dropout; AdamW lr 3e-4 (weight decay 0.01);
+//         random token ids (N, context) in [0, vocab) and next-token
+//         targets of the same shape
 // Throughput counts samples for mlp and cnn, tokens (N * context) for gpt.
 //
 // Precision: "fp32", or "amp": on CUDA float16 autocast with a GradScaler
@@ -24,8 +26,8 @@
 #include <string>
 
 #include "benchmarks/bench_util.h"
-#include "benchmarks/gpt.h"
 #include "ember/ember.h"
+#include "examples/gpt/model.h"
 #include "examples/train/models.h"
 
 namespace ember::bench {
@@ -43,10 +45,22 @@ struct Precision {
   }
 };
 
+// dp_vs_ddp's default GPT: GPT-2 small's layers at context 256, the head
+// untied, GELU exact (erf), PyTorch's default initialization: 162,447,360
+// parameters.
+inline gpt::GptConfig dp_vs_ddp_gpt() {
+  gpt::GptConfig config = gpt::GptConfig::gpt2_small();
+  config.context = 256;
+  config.tied_head = false;
+  config.gelu = "none";
+  config.init = gpt::GptInit::PyTorch;
+  return config;
+}
+
 struct Workload {
-  std::string model;  // "mlp", "cnn" or "gpt"
-  GptShape gpt;       // for "gpt"
-  int64_t batch = 0;  // samples per device
+  std::string model;                     // "mlp", "cnn" or "gpt"
+  gpt::GptConfig gpt = dp_vs_ddp_gpt();  // for "gpt"
+  int64_t batch = 0;                     // samples per device
 
   bool is_gpt() const { return model == "gpt"; }
   const char* unit() const { return is_gpt() ? "tokens" : "samples"; }
@@ -64,7 +78,7 @@ struct Workload {
     manual_seed(0);
     if (model == "mlp") return train::make_mlp({1024, 1024}, 0);
     if (model == "cnn") return train::make_cnn(0.25);
-    return std::make_shared<Gpt>(gpt);
+    return std::make_shared<gpt::Gpt>(gpt);
   }
 
   std::unique_ptr<optim::Optimizer> make_optimizer(const TensorList& params) const {
@@ -91,7 +105,7 @@ struct Workload {
   }
 
   Tensor loss(const Tensor& output, const Tensor& target) const {
-    return is_gpt() ? Gpt::loss(output, target) : nn::functional::cross_entropy(output, target);
+    return is_gpt() ? gpt::Gpt::loss(output, target) : nn::functional::cross_entropy(output, target);
   }
 };
 

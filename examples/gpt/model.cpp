@@ -1,4 +1,4 @@
-// The GPT, its GPT-2 initialization and sampling (see examples/gpt/model.h).
+// The GPT, its initializations and sampling (see examples/gpt/model.h).
 #include "examples/gpt/model.h"
 
 #include <cmath>
@@ -8,6 +8,29 @@
 #include "ember/core/ops.h"
 
 namespace ember::gpt {
+
+namespace {
+
+// GPT-2's initialization (model.h) of a freshly built model.
+void init_gpt2(Gpt& model) {
+  NoGradGuard no_grad;
+  constexpr double kStd = 0.02;
+  const double residual_std = kStd / std::sqrt(2.0 * double(model.config.layers));
+  nn::init::normal_(model.tok->weight, 0, kStd);
+  nn::init::normal_(model.pos->weight, 0, kStd);
+  for (const auto& m : model.blocks->children()) {
+    auto& block = dynamic_cast<Block&>(*m);
+    for (nn::Linear* linear : {block.attn_qkv.get(), block.attn_proj.get(), block.fc.get(), block.proj.get()}) {
+      const bool residual = linear == block.attn_proj.get() || linear == block.proj.get();
+      nn::init::normal_(linear->weight, 0, residual ? residual_std : kStd);
+      nn::init::zeros_(linear->bias);
+    }
+  }
+}
+
+}  // namespace
+
+GptConfig GptConfig::gpt2_small() { return {.vocab = 50257, .layers = 12, .width = 768, .heads = 12, .context = 1024}; }
 
 std::string GptConfig::str() const {
   return std::to_string(layers) + " layers, width " + std::to_string(width) + ", " + std::to_string(heads) +
@@ -20,10 +43,11 @@ Block::Block(const GptConfig& config) : config(config) {
   attn_qkv = register_module("attn_qkv", std::make_shared<nn::Linear>(w, 3 * w));
   attn_proj = register_module("attn_proj", std::make_shared<nn::Linear>(w, w));
   ln2 = register_module("ln2", std::make_shared<nn::LayerNorm>(Shape{w}));
-  mlp = register_module("mlp", std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(w, 4 * w),
-                                                                std::make_shared<nn::GELU>("tanh"),
-                                                                std::make_shared<nn::Linear>(4 * w, w),
-                                                                std::make_shared<nn::Dropout>(config.dropout)));
+  fc = std::make_shared<nn::Linear>(w, 4 * w);
+  gelu = std::make_shared<nn::GELU>(config.gelu);
+  proj = std::make_shared<nn::Linear>(4 * w, w);
+  mlp_drop = std::make_shared<nn::Dropout>(config.dropout);
+  mlp = register_module("mlp", std::make_shared<nn::Sequential>(fc, gelu, proj, mlp_drop));
 }
 
 Tensor Block::attention(const Tensor& x) {
@@ -37,15 +61,21 @@ Tensor Block::attention(const Tensor& x) {
   return p > 0 ? nn::functional::dropout(out, p, true) : out;
 }
 
+Tensor Block::feed_forward(const Tensor& x) {
+  return (*mlp_drop)((*proj)(nn::functional::linear_gelu(x, fc->weight, fc->bias, gelu->approximate)));
+}
+
 Tensor Block::forward(const Tensor& x) {
   const Tensor y = x + attention((*ln1)(x));
-  return y + (*mlp)((*ln2)(y));
+  return y + feed_forward((*ln2)(y));
 }
 
 Gpt::Gpt(const GptConfig& config) : config(config) {
   EMBER_CHECK(config.width % config.heads == 0, "ember-gpt: width " << config.width << " is not a multiple of heads "
                                                                     << config.heads << "; choose a width that "
                                                                     << config.heads << " heads divide");
+  EMBER_CHECK(config.gelu == "none" || config.gelu == "tanh",
+              "ember-gpt: gelu must be 'none' (erf) or 'tanh', got '" << config.gelu << "'");
   tok = register_module("tok", std::make_shared<nn::Embedding>(config.vocab, config.width));
   pos = register_module("pos", std::make_shared<nn::Embedding>(config.context, config.width));
   drop = register_module("drop", std::make_shared<nn::Dropout>(config.dropout));
@@ -53,7 +83,8 @@ Gpt::Gpt(const GptConfig& config) : config(config) {
   for (int64_t i = 0; i < config.layers; ++i) blocks->push_back(std::make_shared<Block>(config));
   ln_f = register_module("ln_f", std::make_shared<nn::LayerNorm>(Shape{config.width}));
   head = register_module("head", std::make_shared<nn::Linear>(config.width, config.vocab, /*bias=*/false));
-  head->replace_parameter("weight", tok->weight);
+  if (config.tied_head) head->replace_parameter("weight", tok->weight);
+  if (config.init == GptInit::Gpt2) init_gpt2(*this);
 }
 
 Tensor Gpt::forward(const Tensor& ids) {
@@ -66,24 +97,6 @@ Tensor Gpt::forward(const Tensor& ids) {
 
 Tensor Gpt::loss(const Tensor& logits, const Tensor& target) {
   return nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), target.reshape({-1}));
-}
-
-void init_gpt2(Gpt& model, Generator* gen) {
-  NoGradGuard no_grad;
-  constexpr double kStd = 0.02;
-  const double residual_std = kStd / std::sqrt(2.0 * double(model.config.layers));
-  nn::init::normal_(model.tok->weight, 0, kStd, gen);
-  nn::init::normal_(model.pos->weight, 0, kStd, gen);
-  for (const auto& m : model.blocks->children()) {
-    auto& block = dynamic_cast<Block&>(*m);
-    auto& fc = dynamic_cast<nn::Linear&>(*block.mlp->children()[0]);
-    auto& fc_out = dynamic_cast<nn::Linear&>(*block.mlp->children()[2]);
-    for (nn::Linear* linear : {block.attn_qkv.get(), block.attn_proj.get(), &fc, &fc_out}) {
-      const bool residual = linear == block.attn_proj.get() || linear == &fc_out;
-      nn::init::normal_(linear->weight, 0, residual ? residual_std : kStd, gen);
-      nn::init::zeros_(linear->bias);
-    }
-  }
 }
 
 std::vector<int64_t> generate(Gpt& model, const std::vector<int64_t>& prompt, int64_t count,

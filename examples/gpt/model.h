@@ -1,33 +1,54 @@
-// ember-gpt's model: a GPT-2-style decoder over byte tokens, its
-// initialization and its text generation.
+// The GPT-2-style decoder that ember-gpt trains and the GPT benchmarks
+// (benchmarks/gpt_train, benchmarks/dp_vs_ddp) time, its initialization and
+// its text generation. benchmarks/torch_models.py's Gpt is its PyTorch twin.
 //
-//   Gpt(GptConfig{.layers = 4, .width = 128, .heads = 4, .context = 128})
+//   Gpt(GptConfig{.layers = 4, .width = 128, .heads = 4, .context = 128})  // ember-gpt's
+//   Gpt(GptConfig::gpt2_small())                            // GPT-2 small, 124,439,808 parameters
 //   Tensor logits = gpt->forward(ids);                      // (B, T) -> (B, T, vocab)
 //   Tensor loss = Gpt::loss(logits, next_ids);
-//   std::string text = generate(*gpt, prompt_ids, 200, {.temperature = 0.8, .top_k = 40}, gen);
+//   std::vector<int64_t> tokens = generate(*gpt, prompt_ids, 200, {.temperature = 0.8, .top_k = 40}, gen);
 //
 // Layers (names as in the state dict, as nanoGPT's):
-//   tok   Embedding(vocab, width)            token embedding; also the head
+//   tok   Embedding(vocab, width)            token embedding
 //   pos   Embedding(context, width)          learned position embedding
 //   drop  Dropout(dropout)                   on the summed embeddings
 //   blocks.<i>, pre-LN:
-//     x = x + proj(attention(ln1(x)))        qkv: Linear(width, 3 width); causal
-//                                            scaled_dot_product_attention on
-//                                            (B, heads, T, width / heads) views
-//     x = x + mlp(ln2(x))                    Linear(width, 4 width), GELU (tanh),
-//                                            Linear(4 width, width), Dropout
+//     x = x + attn_proj(attention(ln1(x)))   attn_qkv: Linear(width, 3 width);
+//                                            causal scaled_dot_product_attention
+//                                            on (B, heads, T, width / heads)
+//                                            views of its output
+//     x = x + mlp(ln2(x))                    mlp: Sequential(Linear(width, 4 width),
+//                                            GELU(config.gelu), Linear(4 width,
+//                                            width), Dropout)
 //   ln_f  LayerNorm(width)
-//   head  Linear(width, vocab, bias = false), its weight TIED to tok.weight
-//         (Module::replace_parameter): one tensor, listed once by parameters().
+//   head  Linear(width, vocab, bias = false); with tied_head its weight IS
+//         tok.weight (Module::replace_parameter): one tensor, listed once by
+//         parameters()
+// Parameters: (vocab + context) width + layers (12 width^2 + 13 width)
+// + 2 width, plus vocab width for an untied head.
 //
-// Initialization (GPT-2's): every Linear weight and both embeddings
-// N(0, 0.02), biases 0, LayerNorms weight 1 and bias 0; the projections that
-// write into the residual stream (attn_proj and the MLP's second Linear)
-// N(0, 0.02 / sqrt(2 layers)).
+// The block runs mlp's first Linear and its GELU as one op,
+// ember::linear_gelu on that Linear's weight and bias (on CUDA with "tanh",
+// the bias and the GELU in the GEMM's epilogue): the values and gradients
+// of mlp's own forward, which stays the module a state dict and a printout
+// show (mlp.0, mlp.2: the names of ember-gpt's checkpoints).
+//
+// Initialization (config.init):
+//   Gpt2     GPT-2's (nanoGPT's): every Linear weight and both embeddings
+//            N(0, 0.02), biases 0, LayerNorms weight 1 and bias 0; the
+//            projections that write into the residual stream (attn_proj and
+//            mlp.2) N(0, 0.02 / sqrt(2 layers))
+//   PyTorch  each layer's own default (PyTorch's: Linear uniform in
+//            +-1/sqrt(in), Embedding N(0, 1), LayerNorm 1 and 0)
+// Both draw from the CPU's default generator at construction; a clone()
+// draws nothing (nn::init is skipped, the values copied).
 //
 // Contract:
+// - The constructor checks that heads divide width and that gelu is "none"
+//   or "tanh" (ember::Error naming the fix).
 // - forward takes (B, T) int64 ids with 1 <= T <= context, each in [0, vocab)
-//   (Embedding's ember::Error otherwise); dropout applies in training mode only.
+//   (Embedding's ember::Error otherwise); dropout applies in training mode
+//   only, and at 0 each Dropout returns its input.
 // - generate runs in eval mode without autograd and restores the training
 //   flag; it returns the `count` new tokens (not the prompt). Each step feeds
 //   the last `context` tokens, divides the last position's logits by
@@ -46,6 +67,8 @@
 
 namespace ember::gpt {
 
+enum class GptInit { Gpt2, PyTorch };
+
 struct GptConfig {
   int64_t vocab = 256;
   int64_t layers = 4;
@@ -53,6 +76,13 @@ struct GptConfig {
   int64_t heads = 4;
   int64_t context = 128;
   double dropout = 0.0;
+  bool tied_head = true;      // head.weight IS tok.weight
+  std::string gelu = "tanh";  // the MLP's GELU: "tanh" or "none" (erf), as nn::GELU's approximate
+  GptInit init = GptInit::Gpt2;
+
+  // GPT-2 small: vocab 50257, 12 layers, width 768, 12 heads, context 1024,
+  // tied head, GELU tanh, GPT-2's initialization, no dropout.
+  static GptConfig gpt2_small();
 
   // "4 layers, width 128, 4 heads, context 128, vocab 256"
   std::string str() const;
@@ -63,12 +93,18 @@ class Block : public nn::UnaryModule {
   explicit Block(const GptConfig& config);
   // x (B, T, width) -> (B, T, width)
   Tensor forward(const Tensor& x) override;
+  // x (B, T, width) -> mlp(x), its Linear and GELU fused (see above)
+  Tensor feed_forward(const Tensor& x);
   std::shared_ptr<nn::Module> clone() const override { return clone_as<Block>(config); }
 
   const GptConfig config;
   std::shared_ptr<nn::LayerNorm> ln1, ln2;
   std::shared_ptr<nn::Linear> attn_qkv, attn_proj;  // (3 width, width), (width, width)
   std::shared_ptr<nn::Sequential> mlp;
+  // mlp's layers in order: fc (weight (4 width, width)), gelu, proj (weight (width, 4 width)), mlp_drop
+  std::shared_ptr<nn::Linear> fc, proj;
+  std::shared_ptr<nn::GELU> gelu;
+  std::shared_ptr<nn::Dropout> mlp_drop;
 
  private:
   Tensor attention(const Tensor& x);
@@ -91,9 +127,6 @@ class Gpt : public nn::UnaryModule {
   std::shared_ptr<nn::LayerNorm> ln_f;
   std::shared_ptr<nn::Linear> head;
 };
-
-// Applies GPT-2's initialization (above) to a freshly built model.
-void init_gpt2(Gpt& model, Generator* gen = nullptr);
 
 struct SampleOptions {
   double temperature = 1.0;

@@ -1,11 +1,12 @@
 // A whole GPT training step captured in one cuda::Graph: token and position
-// embeddings, layer_norm, fused causal attention, GELU tanh, the tied head,
+// embeddings, layer_norm, fused causal attention, the MLP's linear_gelu
+// (GELU tanh), the tied head,
 // cross-entropy under bf16 autocast with float32 master weights, backward,
 // clip_grad_norm_ and AdamW. Replays of the captured step must give the
 // losses, gradient norms and parameters that the same steps give eagerly.
 //
-// The model is benchmarks/gpt.h's bench::Gpt (the one gpt_train captures),
-// at a toy shape; tests/nn/tiny_gpt.h has one block, exact GELU and
+// The model is ember-gpt's (examples/gpt/model.h; the one gpt_train
+// captures) at a toy shape; tests/nn/tiny_gpt.h has one block, exact GELU and
 // MultiheadAttention's forward, so it would not cover gpt_train's path.
 #include <gtest/gtest.h>
 
@@ -13,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "benchmarks/gpt.h"
 #include "ember/core/cuda/graph.h"
 #include "ember/ember.h"
 #include "ember/optim/optim.h"
+#include "examples/gpt/model.h"
 #include "support/cuda_compare.h"
 
 namespace ember {
@@ -31,15 +32,15 @@ struct StepOut {
   Tensor loss, grad_norm;
 };
 
-StepOut train_step(bench::Gpt& gpt, optim::AdamW& opt, const Tensor& ids, const Tensor& next) {
+StepOut train_step(gpt::Gpt& model, optim::AdamW& opt, const Tensor& ids, const Tensor& next) {
   StepOut out;
   {
     amp::autocast autocast(DeviceType::CUDA, DType::BFloat16);
-    out.loss = bench::Gpt::loss(gpt.forward(ids), next);
+    out.loss = gpt::Gpt::loss(model.forward(ids), next);
   }
   opt.zero_grad();
   out.loss.backward();
-  out.grad_norm = optim::clip_grad_norm_(gpt.parameters(), kMaxNorm);
+  out.grad_norm = optim::clip_grad_norm_(model.parameters(), kMaxNorm);
   opt.step();
   return out;
 }
@@ -47,11 +48,11 @@ StepOut train_step(bench::Gpt& gpt, optim::AdamW& opt, const Tensor& ids, const 
 TEST(GptStepGraph, ReplaysGiveTheEagerStepsLossesAndParameters) {
   EMBER_REQUIRE_CUDA();
   const Device gpu = cuda_device(0);
-  const bench::GptShape shape{.layers = 2, .width = 64, .heads = 2, .context = 32, .vocab = 97, .gpt2 = true};
+  const gpt::GptConfig config{.vocab = 97, .layers = 2, .width = 64, .heads = 2, .context = 32};
   constexpr int64_t kBatch = 4;
   constexpr int kSteps = 4;  // the first is the graphed copy's eager warm-up
   manual_seed(5);
-  auto eager = std::make_shared<bench::Gpt>(shape);
+  auto eager = std::make_shared<gpt::Gpt>(config);
   auto graphed = nn::clone(eager);
   eager->to(gpu);
   graphed->to(gpu);
@@ -63,12 +64,12 @@ TEST(GptStepGraph, ReplaysGiveTheEagerStepsLossesAndParameters) {
   optim::AdamW graph_opt(graphed->parameters(), options);
   std::vector<Tensor> batches_ids, batches_next;
   for (int i = 0; i < kSteps; ++i) {
-    batches_ids.push_back(randint(0, shape.vocab, {kBatch, shape.context}, DType::Int64));
-    batches_next.push_back(randint(0, shape.vocab, {kBatch, shape.context}, DType::Int64));
+    batches_ids.push_back(randint(0, config.vocab, {kBatch, config.context}, DType::Int64));
+    batches_next.push_back(randint(0, config.vocab, {kBatch, config.context}, DType::Int64));
   }
   // The static inputs that every step, eager or replayed, reads.
-  Tensor ids = zeros({kBatch, shape.context}, DType::Int64, gpu);
-  Tensor next = zeros({kBatch, shape.context}, DType::Int64, gpu);
+  Tensor ids = zeros({kBatch, config.context}, DType::Int64, gpu);
+  Tensor next = zeros({kBatch, config.context}, DType::Int64, gpu);
 
   cuda::Graph graph;
   StepOut captured;
