@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <system_error>
 
 #include "ember/core/cuda/device.h"
@@ -98,6 +99,21 @@ void check_directory_of(const std::string& flag, const std::string& path) {
     throw UsageError(flag + ": the directory " + dir.string() + " of '" + path + "' does not exist");
   }
   if (std::filesystem::is_directory(path, ec)) throw UsageError(flag + ": '" + path + "' is a directory");
+}
+
+void check_continuation(const char* save_flag, const std::string& save, const std::string& resume, int64_t stop_after,
+                        const char* length_flag, int64_t length) {
+  const std::string save_name = save_flag, length_name = length_flag;
+  if (!save.empty()) check_directory_of(save_name, save);
+  if (!resume.empty() && !std::ifstream(resume)) throw UsageError("--resume: cannot read '" + resume + "'");
+  if (stop_after > length) {
+    throw UsageError("--stop-after: " + std::to_string(stop_after) + " is beyond " + length_name + " " +
+                     std::to_string(length));
+  }
+  if (stop_after > 0 && save.empty()) {
+    throw UsageError("--stop-after: without " + save_name + " the run could not be continued; add " + save_name +
+                     " FILE");
+  }
 }
 
 }  // namespace ember::examples

@@ -1,6 +1,7 @@
 // The command-line machinery that ember's example programs share: a table of
-// flags, the loop that applies argv to it, the value parsers and the usage
-// text's flag list.
+// flags, the loop that applies argv to it, the value parsers, the usage
+// text's flag list, the flags every program has (--device, --help) and the
+// checks of a run that can be stopped and resumed.
 //
 // Contract:
 // - A program describes each flag by a Flag<Raw>: its name ("--steps"), the
@@ -11,6 +12,11 @@
 //   UsageError for an unknown argument, a switch given a value, or a missing
 //   value. The parsers throw UsageError naming the flag, the value and what
 //   is allowed: "--lr: invalid value 'x'; expected a number above 0 up to 10".
+// - parse_command_line() is a program's parse_options: the flags applied to
+//   a Raw, then, unless --help was given (nothing else is checked then), the
+//   program's finish(raw) resolves the defaults that depend on other flags
+//   and checks the values. Raw holds `options` (with `help`) and, for
+//   device_flag(), the `device` spec that finish gives to resolve_device().
 // - flag_list() is the usage text's list: each flag and its placeholder, then
 //   its help word-wrapped to 100 columns under `indent`, beside the flag when
 //   the flag is shorter than the indent, else on the lines below.
@@ -18,6 +24,7 @@
 
 #include <charconv>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <initializer_list>
 #include <optional>
@@ -99,6 +106,30 @@ void parse_flags(int argc, const char* const* argv, const std::vector<Flag<Raw>>
   }
 }
 
+// The options argv gives (see the contract).
+template <typename Raw, typename Finish>
+auto parse_command_line(int argc, const char* const* argv, const std::vector<Flag<Raw>>& table, Finish finish) {
+  Raw raw;
+  parse_flags(argc, argv, table, raw);
+  if (raw.options.help) return raw.options;
+  return finish(std::move(raw));
+}
+
+// --device, stored as given for resolve_device().
+template <typename Raw>
+Flag<Raw> device_flag() {
+  return {"--device", "cpu|cuda|cuda:N|auto",
+          "where to train; auto is cuda:0 when a GPU is visible, else cpu; default auto",
+          [](Raw& r, const std::string&, const std::string& v) { r.device = v; }};
+}
+
+// --help, which sets options.help.
+template <typename Raw>
+Flag<Raw> help_flag() {
+  return {"--help", nullptr, "print this text and exit",
+          [](Raw& r, const std::string&, const std::string&) { r.options.help = true; }};
+}
+
 // One flag's entry in the usage text (see the contract).
 std::string flag_entry(const char* name, const char* value, const std::string& help, size_t indent);
 
@@ -109,6 +140,13 @@ std::string flag_list(const std::vector<Flag<Raw>>& table, size_t indent) {
   return s;
 }
 
+// A program's usage text: `head`, the table's flag list, then `tail`.
+template <typename Raw>
+std::string usage_text(const std::string& head, const std::vector<Flag<Raw>>& table, size_t indent,
+                       const std::string& tail) {
+  return head + flag_list(table, indent) + tail;
+}
+
 // --device's value: "auto" is cuda:0 when a GPU is visible, else the CPU;
 // "cpu", "cuda", "cuda:N" as Device parses them. A GPU index past the
 // visible ones is a UsageError naming the count and CUDA_VISIBLE_DEVICES.
@@ -117,5 +155,13 @@ Device resolve_device(const std::string& spec);
 // A file the program will write at `path` (given by `flag`): its directory
 // must exist and the path must not be a directory; else a UsageError.
 void check_directory_of(const std::string& flag, const std::string& path);
+
+// The flags of a run that saves checkpoints and can be continued, checked
+// before it starts: the checkpoint's directory (check_directory_of) when
+// `save_flag` ("--save") is given, a readable --resume file when given, and
+// --stop-after (0: not given) at most the run's length (`length_flag`,
+// "--steps") and only with a checkpoint to continue from. Else a UsageError.
+void check_continuation(const char* save_flag, const std::string& save, const std::string& resume, int64_t stop_after,
+                        const char* length_flag, int64_t length);
 
 }  // namespace ember::examples

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <optional>
 #include <sstream>
@@ -70,9 +69,7 @@ std::string preset_text(const Preset& p) {
 
 const std::vector<Flag>& flags() {
   static const std::vector<Flag> table = {
-      {"--device", "cpu|cuda|cuda:N|auto",
-       "where to train; auto is cuda:0 when a GPU is visible, else cpu; default auto",
-       [](Raw& r, const std::string&, const std::string& v) { r.device = v; }},
+      examples::device_flag<Raw>(),
       {"--preset", "small|gpt2",
        "the model's shape and the batch size and lr: " + preset_text(kSmall) + " or " + preset_text(kGpt2) +
            "; default small on the CPU, gpt2 on a GPU",
@@ -111,12 +108,7 @@ const std::vector<Flag>& flags() {
       {"--amp", "fp16|bf16|none",
        "mixed precision: forward and loss under autocast in float16 (with dynamic loss scaling) or bfloat16; "
        "default none",
-       [](Raw& r, const std::string& f, const std::string& v) {
-         if (v == "fp16") r.options.amp = Amp::FP16;
-         else if (v == "bf16") r.options.amp = Amp::BF16;
-         else if (v == "none") r.options.amp = Amp::None;
-         else bad_value(f, v, "expected one of fp16 bf16 none");
-       }},
+       [](Raw& r, const std::string& f, const std::string& v) { r.options.amp = examples::parse_amp(f, v); }},
       {"--seed", "N", "seed of the initialization, the batches, dropout and sampling; default 0",
        [](Raw& r, const std::string& f, const std::string& v) {
          r.options.seed = parse_integer<uint64_t>(f, v, 0, UINT64_MAX);
@@ -140,8 +132,7 @@ const std::vector<Flag>& flags() {
       {"--top-k", "K", "sample from the K most likely bytes (0: all); default 40", integer(&Options::top_k, 0, 256)},
       {"--prompt", "TEXT", "the text the sample continues; default a new line (the start of a fortune)",
        text(&Options::prompt)},
-      {"--help", nullptr, "print this text and exit",
-       [](Raw& r, const std::string&, const std::string&) { r.options.help = true; }},
+      examples::help_flag<Raw>(),
   };
   return table;
 }
@@ -171,46 +162,26 @@ Options finish(Raw raw) {
     throw UsageError("--data: '" + o.data + "' does not exist");
   }
   if (!o.log.empty()) check_directory_of("--log", o.log);
-  if (!o.save.empty()) check_directory_of("--save", o.save);
-  if (!o.resume.empty() && !std::ifstream(o.resume)) throw UsageError("--resume: cannot read '" + o.resume + "'");
-  if (o.stop_after > o.steps) {
-    throw UsageError("--stop-after: " + std::to_string(o.stop_after) + " is beyond --steps " + std::to_string(o.steps));
-  }
-  if (o.stop_after > 0 && o.save.empty()) {
-    throw UsageError("--stop-after: without --save the run could not be continued; add --save FILE");
-  }
+  examples::check_continuation("--save", o.save, o.resume, o.stop_after, "--steps", o.steps);
   return o;
 }
 
 }  // namespace
 
 Options parse_options(int argc, const char* const* argv) {
-  Raw raw;
-  examples::parse_flags(argc, argv, flags(), raw);
-  if (raw.options.help) return raw.options;
-  return finish(std::move(raw));
+  return examples::parse_command_line(argc, argv, flags(), finish);
 }
 
 std::string usage() {
-  std::ostringstream s;
-  s << "usage: ember-gpt [flags]\n"
-       "Trains a GPT on text, byte by byte (vocabulary 256), and prints the validation loss and a sample.\n"
-       "  ember-gpt --device cpu --steps 300       the small model on the fortunes, a few minutes on 2 cores\n"
-       "  ember-gpt --device cuda --amp bf16       GPT-2 small's shape on a GPU\n\n";
-  s << examples::flag_list(flags(), 6);
-  s << "\nOutput: 'val loss X' lines on stdout (at step 0, every --eval-every steps and at the end), a progress bar\n"
-       "on stderr, then a 'sample:' block of generated text.\n"
-       "Exit status: 0 on success, 2 for a bad command line, 1 when training fails.\n";
-  return s.str();
-}
-
-const char* amp_name(Amp amp) {
-  switch (amp) {
-    case Amp::FP16: return "fp16";
-    case Amp::BF16: return "bf16";
-    case Amp::None: return "none";
-  }
-  return "?";
+  return examples::usage_text(
+      "usage: ember-gpt [flags]\n"
+      "Trains a GPT on text, byte by byte (vocabulary 256), and prints the validation loss and a sample.\n"
+      "  ember-gpt --device cpu --steps 300       the small model on the fortunes, a few minutes on 2 cores\n"
+      "  ember-gpt --device cuda --amp bf16       GPT-2 small's shape on a GPU\n\n",
+      flags(), 6,
+      "\nOutput: 'val loss X' lines on stdout (at step 0, every --eval-every steps and at the end), a progress bar\n"
+      "on stderr, then a 'sample:' block of generated text.\n"
+      "Exit status: 0 on success, 2 for a bad command line, 1 when training fails.\n");
 }
 
 }  // namespace ember::gpt

@@ -21,13 +21,14 @@
 #include <string>
 
 #include "ember/core/device.h"
+#include "examples/common/amp.h"
 #include "examples/common/flags.h"
 
 namespace ember::gpt {
 
+using examples::Amp;
+using examples::amp_name;
 using examples::UsageError;
-
-enum class Amp { None, FP16, BF16 };
 
 struct Options {
   Device device = kCPU;
@@ -62,7 +63,5 @@ Options parse_options(int argc, const char* const* argv);
 
 // The usage text: every flag with its default.
 std::string usage();
-
-const char* amp_name(Amp amp);
 
 }  // namespace ember::gpt

@@ -2,7 +2,6 @@
 #include "examples/train/options.h"
 
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <sstream>
 #include <vector>
@@ -30,7 +29,6 @@ struct Raw {
 };
 
 using Flag = examples::Flag<Raw>;
-using examples::bad_value;
 using examples::check_directory_of;
 using examples::parse_choice;
 using examples::parse_integer;
@@ -49,9 +47,7 @@ const std::vector<Flag>& flags() {
        [](Raw& r, const std::string& f, const std::string& v) {
          r.options.model = parse_choice<ModelKind>(f, v, {{"mlp", ModelKind::MLP}, {"cnn", ModelKind::CNN}});
        }},
-      {"--device", "cpu|cuda|cuda:N|auto",
-       "where to train; auto is cuda:0 when a GPU is visible, else cpu; default auto",
-       [](Raw& r, const std::string&, const std::string& v) { r.device = v; }},
+      examples::device_flag<Raw>(),
       {"--epochs", "N", "total epochs of the run (the schedule spans them); default 10",
        [](Raw& r, const std::string& f, const std::string& v) {
          r.options.epochs = parse_integer<int64_t>(f, v, 1, 100000);
@@ -98,9 +94,7 @@ const std::vector<Flag>& flags() {
       {"--amp", "fp16|bf16|none",
        "mixed precision: the forward and the loss under autocast in float16 (with "
        "dynamic loss scaling) or bfloat16, on the training device; default none",
-       [](Raw& r, const std::string& f, const std::string& v) {
-         r.options.amp = parse_choice<Amp>(f, v, {{"fp16", Amp::FP16}, {"bf16", Amp::BF16}, {"none", Amp::None}});
-       }},
+       [](Raw& r, const std::string& f, const std::string& v) { r.options.amp = examples::parse_amp(f, v); }},
       {"--seed", "N", "seed of the initialization, shuffling and dropout; default 0",
        [](Raw& r, const std::string& f, const std::string& v) {
          r.options.seed = parse_integer<uint64_t>(f, v, 0, UINT64_MAX);
@@ -159,8 +153,7 @@ const std::vector<Flag>& flags() {
        "the convolutions run cuDNN's NHWC engines, and batch norm, ReLU and pooling "
        "keep the layout; default off (NCHW)",
        [](Raw& r, const std::string&, const std::string&) { r.options.channels_last = true; }},
-      {"--help", nullptr, "print this text and exit",
-       [](Raw& r, const std::string&, const std::string&) { r.options.help = true; }},
+      examples::help_flag<Raw>(),
   };
   return table;
 }
@@ -174,17 +167,7 @@ Options finish(Raw raw) {
   o.dropout = raw.dropout.value_or(o.model == ModelKind::MLP ? kMlpDropout : kCnnDropout);
   o.augment = raw.augment.value_or(o.model == ModelKind::MLP ? Augment::None : Augment::Flip);
   if (!o.log.empty()) check_directory_of("--log", o.log);
-  if (!o.checkpoint.empty()) check_directory_of("--checkpoint", o.checkpoint);
-  if (!o.resume.empty() && !std::ifstream(o.resume)) {
-    throw UsageError("--resume: cannot read '" + o.resume + "'");
-  }
-  if (o.stop_after > o.epochs) {
-    throw UsageError("--stop-after: " + std::to_string(o.stop_after) + " is beyond --epochs " +
-                     std::to_string(o.epochs));
-  }
-  if (o.stop_after > 0 && o.checkpoint.empty()) {
-    throw UsageError("--stop-after: without --checkpoint the run could not be continued; add --checkpoint FILE");
-  }
+  examples::check_continuation("--checkpoint", o.checkpoint, o.resume, o.stop_after, "--epochs", o.epochs);
   if (o.sync_bn && o.model != ModelKind::CNN) throw UsageError("--sync-bn: the mlp has no BatchNorm; use --model cnn");
   if (o.channels_last && o.model != ModelKind::CNN) {
     throw UsageError("--channels-last: the mlp has no convolution; use --model cnn");
@@ -203,19 +186,14 @@ Options finish(Raw raw) {
 }  // namespace
 
 Options parse_options(int argc, const char* const* argv) {
-  Raw raw;
-  examples::parse_flags(argc, argv, flags(), raw);
-  if (raw.options.help) return raw.options;
-  return finish(std::move(raw));
+  return examples::parse_command_line(argc, argv, flags(), finish);
 }
 
 std::string usage() {
-  std::ostringstream s;
-  s << "usage: ember-train [flags]\n"
-       "Trains an MLP or a CNN on Fashion-MNIST and reports the test accuracy.\n\n";
-  s << examples::flag_list(flags(), 34);
-  s << "\nExit status: 0 on success, 2 for a bad command line, 1 when training fails.\n";
-  return s.str();
+  return examples::usage_text(
+      "usage: ember-train [flags]\n"
+      "Trains an MLP or a CNN on Fashion-MNIST and reports the test accuracy.\n\n",
+      flags(), 34, "\nExit status: 0 on success, 2 for a bad command line, 1 when training fails.\n");
 }
 
 const char* model_name(ModelKind kind) { return kind == ModelKind::MLP ? "mlp" : "cnn"; }
@@ -238,15 +216,6 @@ const char* augment_name(Augment augment) {
     case Augment::None: return "none";
   }
   return "none";
-}
-
-const char* amp_name(Amp amp) {
-  switch (amp) {
-    case Amp::FP16: return "fp16";
-    case Amp::BF16: return "bf16";
-    case Amp::None: return "none";
-  }
-  return "?";
 }
 
 }  // namespace ember::train

@@ -26,17 +26,19 @@
 #include <string>
 
 #include "ember/core/device.h"
+#include "examples/common/amp.h"
 #include "examples/common/flags.h"
 
 namespace ember::train {
 
+using examples::Amp;
+using examples::amp_name;
 using examples::UsageError;
 
 enum class ModelKind { MLP, CNN };
 enum class OptimizerKind { SGD, Adam, AdamW };
 enum class Schedule { Cosine, None };
 enum class Augment { Flip, FlipShift, None };
-enum class Amp { None, FP16, BF16 };
 
 struct Options {
   ModelKind model = ModelKind::MLP;
@@ -76,6 +78,5 @@ const char* model_name(ModelKind kind);
 const char* optimizer_name(OptimizerKind kind);
 const char* schedule_name(Schedule schedule);
 const char* augment_name(Augment augment);
-const char* amp_name(Amp amp);
 
 }  // namespace ember::train
