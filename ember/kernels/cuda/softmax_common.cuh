@@ -148,6 +148,40 @@ void with_lane_elements(int64_t dim, F f) {
   else f.template operator()<32>();
 }
 
+// Launches a warp-per-row kernel over `rows` rows of `dim` <=
+// kSoftmaxWarpMaxDim elements, 8 rows per 256-thread block:
+// launch.template operator()<N, W>(grid), N from with_lane_elements, W = V
+// (16-byte vectors) where N >= V and the operands take vectors, else 1.
+template <int V, typename Launch>
+void launch_warp_rows(int64_t rows, int64_t dim, bool vectors, Launch launch) {
+  const unsigned grid = grid_size(ceil_div(rows, 8));
+  with_lane_elements(dim, [&]<int N>() {
+    if constexpr (N >= V) {
+      if (vectors) {
+        launch.template operator()<N, V>(grid);
+        EMBER_CUDA_CHECK_LAUNCH();
+        return;
+      }
+    }
+    launch.template operator()<N, 1>(grid);
+    EMBER_CUDA_CHECK_LAUNCH();
+  });
+}
+
+// The strided kernels' launch over [outer, dim, inner]: 256-thread blocks of
+// (bx, by), bx <= 32 lanes on consecutive inner positions and by along dim;
+// inner_blocks blocks cover one outer index.
+struct StridedLaunch {
+  unsigned grid;
+  dim3 block;
+  int64_t inner_blocks;
+};
+inline StridedLaunch strided_launch(int64_t outer, int64_t inner) {
+  const int bx = int(std::min<int64_t>(32, pow2_ceil(inner))), by = 256 / bx;
+  const int64_t inner_blocks = ceil_div(inner, bx);
+  return {grid_size(outer * inner_blocks), dim3{unsigned(bx), unsigned(by)}, inner_blocks};
+}
+
 // Threads of a block-per-row kernel: enough for kSoftmaxUnroll vectors of
 // `vec` elements each over the row, 128 to 512 (at most 128 registers each).
 inline int row_block_threads(int64_t dim, int vec) {

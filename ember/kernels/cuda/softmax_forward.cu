@@ -351,17 +351,8 @@ void forward(const SoftmaxArgs& a, bool is_log) {
   shape.cache_bytes = row_cache_bytes<T>(a.dim);
   switch (softmax_path_for(a, shape)) {
     case SoftmaxPath::Warp:
-      with_lane_elements(a.dim, [&]<int N>() {
-        const unsigned grid = grid_size(ceil_div(a.outer, 8));
-        if constexpr (N >= V) {
-          if (shape.aligned && shape.whole_vectors) {
-            softmax_warp_forward_kernel<T, N, V><<<grid, 256, 0, stream>>>(x, y, a.outer, int(a.dim), is_log);
-            EMBER_CUDA_CHECK_LAUNCH();
-            return;
-          }
-        }
-        softmax_warp_forward_kernel<T, N, 1><<<grid, 256, 0, stream>>>(x, y, a.outer, int(a.dim), is_log);
-        EMBER_CUDA_CHECK_LAUNCH();
+      launch_warp_rows<V>(a.outer, a.dim, shape.aligned && shape.whole_vectors, [&]<int N, int W>(unsigned grid) {
+        softmax_warp_forward_kernel<T, N, W><<<grid, 256, 0, stream>>>(x, y, a.outer, int(a.dim), is_log);
       });
       return;
     case SoftmaxPath::Register:
@@ -378,11 +369,9 @@ void forward(const SoftmaxArgs& a, bool is_log) {
                         a.outer, a.dim, is_log);
       return;
     case SoftmaxPath::Strided: {
-      const int bx = int(std::min<int64_t>(32, pow2_ceil(a.inner))), by = 256 / bx;
-      const int64_t inner_blocks = ceil_div(a.inner, bx);
+      const StridedLaunch l = strided_launch(a.outer, a.inner);
       softmax_strided_forward_kernel<T>
-          <<<grid_size(a.outer * inner_blocks), dim3{unsigned(bx), unsigned(by)}, 0, stream>>>(
-              x, y, a.outer, a.dim, a.inner, inner_blocks, is_log);
+          <<<l.grid, l.block, 0, stream>>>(x, y, a.outer, a.dim, a.inner, l.inner_blocks, is_log);
       EMBER_CUDA_CHECK_LAUNCH();
       return;
     }
