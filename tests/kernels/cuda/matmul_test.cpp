@@ -284,10 +284,11 @@ TEST(CudaGemm, AlphaBetaLeadingDimsAndBroadcastBatchMatchTheCpuKernel) {
 }
 
 // Rows that do not start on 16-byte boundaries (odd leading dims of 16-bit
-// values, the logits of a 50257-token vocabulary) are copied into aligned
-// buffers for large products (ember/kernels/cuda/libraries/lt_matmul.cpp),
-// C computed in one and copied out: the same values as the CPU kernel, C's
-// padding columns untouched, beta's C read.
+// values, the logits of a 50257-token vocabulary) and n and k that are not
+// multiples of 16 bytes' elements are padded for large products
+// (ember/kernels/cuda/libraries/lt_matmul.cpp), C computed in a buffer and
+// copied out: the same values as the CPU kernel, C's padding column
+// untouched, beta's C read; with a bias epilogue too (n kept).
 TEST(CudaGemm, LargeProblemsWithMisalignedRowsMatchTheCpuKernel) {
   EMBER_REQUIRE_CUDA();
   const int64_t m = 515, n = 1027, k = 513;  // 2.7e8 multiply-adds: past the copying threshold
@@ -318,6 +319,14 @@ TEST(CudaGemm, LargeProblemsWithMisalignedRowsMatchTheCpuKernel) {
             << dtype_name(dt) << " trans_a " << ta << " trans_b " << tb << " beta " << beta;
         EXPECT_TRUE(equal(c_gpu.narrow(1, n, 1).cpu(), c.narrow(1, n, 1)))
             << "C's padding column was written: " << dtype_name(dt) << " trans_a " << ta << " trans_b " << tb;
+        if (beta != 0) continue;
+        Tensor bias = random({n}, dt, 14), bias_gpu = bias.cuda();
+        g.c = c_cpu.data_ptr(), g.a = a.data_ptr(), g.b = b.data_ptr(), g.device = 0;
+        ASSERT_TRUE(gemm_bias_stub(DeviceType::CPU)(g, bias.data_ptr()));
+        g.a = a_gpu.data_ptr(), g.b = b_gpu.data_ptr(), g.c = c_gpu.data_ptr();
+        if (!gemm_bias_stub(DeviceType::CUDA)(g, bias_gpu.data_ptr())) continue;  // declining is allowed
+        EXPECT_TRUE(testing::tensors_close(c_gpu, c_cpu, tolerance(dt, k)))
+            << "bias epilogue: " << dtype_name(dt) << " trans_a " << ta << " trans_b " << tb;
       }
     }
   }

@@ -20,6 +20,7 @@
 #include <mutex>
 #include <optional>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "ember/core/allocator.h"
@@ -284,62 +285,99 @@ bool run_as_stored(const GemmArgs& g, const LtEpilogue& e) {
   return true;
 }
 
-// Rows that do not start on 16-byte boundaries (a leading dim of an odd
-// number of 16-bit elements, as the logits of GPT-2's 50257-token
-// vocabulary) leave cublasLt its align-1 kernels only: on the H100 GPT-2's
-// head GEMMs ran 4 to 6 times slower than aligned ones. Above
-// kPaddedMinMacs multiply-adds, such operands are copied into buffers of
-// aligned rows (cudaMemcpy2DAsync, at copy bandwidth: a few percent of
-// those GEMMs' time) and C is computed in one and copied out.
+// cublasLt has only its align-1 kernels for rows that do not start on
+// 16-byte boundaries (a leading dim of an odd number of 16-bit elements, as
+// the logits of GPT-2's 50257-token vocabulary) and for an n or a k that is
+// not a multiple of 16 bytes' elements: on the H100 GPT-2's head GEMMs ran
+// 4 to 6 times slower than aligned ones. Above kPaddedMinMacs
+// multiply-adds such a product runs on copies: A and B zero-padded to the
+// next multiple in k (and B in n) with aligned rows, C computed in a buffer
+// of n rounded up and copied out (cudaMemcpy2DAsync, at copy bandwidth). n
+// stays as it is under a bias or GELU epilogue, whose vectors have n
+// elements.
 constexpr double kPaddedMinMacs = double(1 << 28);
+
+int64_t round_up(int64_t x, int64_t multiple) { return (x + multiple - 1) / multiple * multiple; }
+
+// Elements of `element` bytes in 16 bytes.
+int64_t per_16_bytes(size_t element) { return int64_t(16 / element); }
 
 bool rows_misaligned(const void* p, int64_t ld, size_t element) {
   return alignment(p) < 16 || (size_t(ld) * element) % 16 != 0;
 }
 
-// A rows x cols matrix of `element`-byte values with aligned rows, on the
-// current stream's device; holds `src` when given.
-int64_t aligned_ld(int64_t cols, size_t element) {
-  const int64_t per_16_bytes = int64_t(16 / element);
-  return (cols + per_16_bytes - 1) / per_16_bytes * per_16_bytes;
-}
-
-struct AlignedCopy {
+// A padded_rows x padded_cols matrix of `element`-byte values with aligned
+// rows, on the current stream's device: `src`'s rows x cols in its corner
+// (when given) and zeros around it (when zero_pads).
+struct PaddedCopy {
   int64_t ld;
   DataPtr storage;
 
-  AlignedCopy(int device, int64_t rows, int64_t cols, size_t element, const void* src, int64_t src_ld,
-              cudaStream_t stream)
-      : ld(aligned_ld(cols, element)),
-        storage(allocator_for(DeviceType::CUDA).allocate(size_t(rows * ld) * element, cuda_device(device))) {
+  PaddedCopy(int device, int64_t rows, int64_t cols, int64_t padded_rows, int64_t padded_cols, size_t element,
+             const void* src, int64_t src_ld, bool zero_pads, cudaStream_t stream)
+      : ld(round_up(padded_cols, per_16_bytes(element))),
+        storage(allocator_for(DeviceType::CUDA).allocate(size_t(padded_rows * ld) * element, cuda_device(device))) {
+    auto* base = static_cast<char*>(storage.get());
+    const size_t pitch = size_t(ld) * element;
     if (src != nullptr) {
-      EMBER_CUDA_CHECK(cudaMemcpy2DAsync(storage.get(), size_t(ld) * element, src, size_t(src_ld) * element,
-                                         size_t(cols) * element, size_t(rows), cudaMemcpyDeviceToDevice, stream));
+      EMBER_CUDA_CHECK(cudaMemcpy2DAsync(base, pitch, src, size_t(src_ld) * element, size_t(cols) * element,
+                                         size_t(rows), cudaMemcpyDeviceToDevice, stream));
+    }
+    if (!zero_pads) return;
+    if (padded_cols > cols) {
+      EMBER_CUDA_CHECK(cudaMemset2DAsync(base + size_t(cols) * element, pitch, 0, size_t(padded_cols - cols) * element,
+                                         size_t(rows), stream));
+    }
+    if (padded_rows > rows) {
+      EMBER_CUDA_CHECK(cudaMemsetAsync(base + size_t(rows) * pitch, 0, size_t(padded_rows - rows) * pitch, stream));
     }
   }
 };
 
-bool run_with_aligned_rows(const GemmArgs& g, const LtEpilogue& e) {
+// The padded sizes of g's n and k (see kPaddedMinMacs).
+std::pair<int64_t, int64_t> padded_n_k(const GemmArgs& g, const LtEpilogue& e) {
+  const int64_t per = per_16_bytes(dtype_size(g.dtype));
+  const bool n_fixed = e.bias != nullptr || e.gelu_aux != nullptr;
+  return {n_fixed ? g.n : round_up(g.n, per), round_up(g.k, per)};
+}
+
+bool needs_padding(const GemmArgs& g, const LtEpilogue& e) {
+  if (double(g.m) * double(g.n) * double(g.k) < kPaddedMinMacs) return false;
+  const size_t element = dtype_size(g.dtype);
+  const auto [n, k] = padded_n_k(g, e);
+  return n != g.n || k != g.k || rows_misaligned(g.a, g.lda, element) || rows_misaligned(g.b, g.ldb, element) ||
+         rows_misaligned(g.c, g.ldc, dtype_size(e.c_dtype));
+}
+
+bool run_padded(const GemmArgs& g, const LtEpilogue& e) {
   const size_t element = dtype_size(g.dtype), c_element = dtype_size(e.c_dtype);
   const cudaStream_t stream = current_stream(g.device).handle();
-  GemmArgs aligned = g;
-  std::optional<AlignedCopy> a, b, c;
-  if (rows_misaligned(g.a, g.lda, element)) {
-    a.emplace(g.device, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, element, g.a, g.lda, stream);
-    aligned.a = a->storage.get();
-    aligned.lda = a->ld;
+  const auto [n, k] = padded_n_k(g, e);
+  GemmArgs padded = g;
+  padded.n = n;
+  padded.k = k;
+  std::optional<PaddedCopy> a, b, c;
+  if (k != g.k || rows_misaligned(g.a, g.lda, element)) {
+    // Stored k x m (transposed) or m x k; its k grows.
+    a.emplace(g.device, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.trans_a ? k : g.m, g.trans_a ? g.m : k, element,
+              g.a, g.lda, true, stream);
+    padded.a = a->storage.get();
+    padded.lda = a->ld;
   }
-  if (rows_misaligned(g.b, g.ldb, element)) {
-    b.emplace(g.device, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, element, g.b, g.ldb, stream);
-    aligned.b = b->storage.get();
-    aligned.ldb = b->ld;
+  if (n != g.n || k != g.k || rows_misaligned(g.b, g.ldb, element)) {
+    // Stored n x k (transposed) or k x n; both grow.
+    b.emplace(g.device, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.trans_b ? n : k, g.trans_b ? k : n, element,
+              g.b, g.ldb, true, stream);
+    padded.b = b->storage.get();
+    padded.ldb = b->ld;
   }
-  if (rows_misaligned(g.c, g.ldc, c_element)) {
-    c.emplace(g.device, g.m, g.n, c_element, g.beta != 0 ? g.c : nullptr, g.ldc, stream);
-    aligned.c = c->storage.get();
-    aligned.ldc = c->ld;
+  if (n != g.n || rows_misaligned(g.c, g.ldc, c_element)) {
+    // C's extra columns are computed and dropped: they need no zeros.
+    c.emplace(g.device, g.m, g.n, g.m, n, c_element, g.beta != 0 ? g.c : nullptr, g.ldc, false, stream);
+    padded.c = c->storage.get();
+    padded.ldc = c->ld;
   }
-  if (!run_as_stored(aligned, e)) return false;
+  if (!run_as_stored(padded, e)) return false;
   if (c) {
     EMBER_CUDA_CHECK(cudaMemcpy2DAsync(g.c, size_t(g.ldc) * c_element, c->storage.get(), size_t(c->ld) * c_element,
                                        size_t(g.n) * c_element, size_t(g.m), cudaMemcpyDeviceToDevice, stream));
@@ -351,11 +389,7 @@ bool run_with_aligned_rows(const GemmArgs& g, const LtEpilogue& e) {
 
 bool lt_matmul(const GemmArgs& g, const LtEpilogue& e) {
   if (!lt_suits(g, e)) return false;
-  const size_t element = dtype_size(g.dtype);
-  const bool misaligned = rows_misaligned(g.a, g.lda, element) || rows_misaligned(g.b, g.ldb, element) ||
-                          rows_misaligned(g.c, g.ldc, dtype_size(e.c_dtype));
-  if (misaligned && double(g.m) * double(g.n) * double(g.k) >= kPaddedMinMacs) return run_with_aligned_rows(g, e);
-  return run_as_stored(g, e);
+  return needs_padding(g, e) ? run_padded(g, e) : run_as_stored(g, e);
 }
 
 }  // namespace ember::cuda

@@ -33,11 +33,13 @@
 //   reads it) and keeps the fastest: that call waits for the device.
 //   Otherwise, or when no candidate ran, the heuristic's
 //   first answer is kept.
-// - Operands whose rows do not start on 16-byte boundaries (a pointer or a
-//   leading dim that is not), in products of 2^28 multiply-adds or more,
-//   are copied into buffers of aligned rows from the caching allocator on
-//   the current stream, and a misaligned C is computed in such a buffer and
-//   copied out: cublasLt has only its slow align-1 kernels for them.
+// - A product of 2^28 multiply-adds or more whose operands' rows do not
+//   start on 16-byte boundaries (a pointer or a leading dim that does not),
+//   or whose n or k is not a multiple of 16 bytes' elements, runs on
+//   copies from the caching allocator on the current stream: A and B
+//   zero-padded in k (B in n too, unless a bias or GELU epilogue fixes n)
+//   with aligned rows, and C computed in an aligned buffer and copied out.
+//   cublasLt has only its slow align-1 kernels for the originals.
 // - For float16 and bfloat16 operands only split-K schemes that reduce in
 //   the compute type (float) are allowed, so the result is rounded once.
 #pragma once
