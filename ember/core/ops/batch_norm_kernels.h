@@ -11,8 +11,8 @@
 // dtype (float32 for float32 and the half types, float64 for float64).
 //
 // forward:
-// - training: per channel, Welford's mean and biased variance over its
-//   n * inner values; save_mean = mean, save_invstd = 1 / sqrt(var + eps).
+// - training: per channel, the mean and biased variance over its n * inner
+//   values (CUDA: merged Welford states; CPU: two passes); save_mean = mean, save_invstd = 1 / sqrt(var + eps).
 //   When non-null, running_mean = (1 - momentum) * running_mean +
 //   momentum * mean and running_var likewise with the unbiased variance
 //   var * m / (m - 1), m = n * inner; updated in place by the kernel (no host

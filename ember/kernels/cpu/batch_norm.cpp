@@ -1,11 +1,18 @@
 // CPU batch-norm kernels (contract in ember/core/ops/batch_norm_kernels.h): per
-// channel, Welford statistics (or the running ones), then the affine
-// normalization; backward takes the two per-channel sums, then grad_input.
+// channel, the statistics in two passes (the mean, then the mean squared
+// deviation from it) or the running ones, then the affine normalization;
+// backward takes the two per-channel sums, then grad_input.
 // P is the type of the per-channel parameters and running statistics: the
 // input's, or float beside 16-bit input. Channels are independent, so they
 // split over threads (ember/core/parallel_for.h) with results equal to one
 // thread's.
+//
+// A channel's sums run in kLanes interleaved partial sums (element i of a
+// row of `inner` values goes to lane i % kLanes), added in lane order at the
+// end: independent chains that the compiler vectorizes, in an order fixed by
+// the shape alone, so results repeat bit for bit at any thread count.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <type_traits>
 
@@ -15,6 +22,8 @@
 
 namespace ember::cpu {
 namespace {
+
+constexpr int64_t kLanes = 16;
 
 template <typename T, typename S>
 S load(const void* p, int64_t i) {
@@ -26,9 +35,26 @@ void store(void* p, int64_t i, S v) {
   static_cast<T*>(p)[i] = T(acc_t<T>(v));
 }
 
+// The sum of term(at) over channel c's n rows of `inner` elements (at: the
+// element's index in the (n, c, inner) array), in kLanes partial sums.
+template <typename S, typename Term>
+S channel_sum(const BatchNormArgs& a, int64_t c, Term&& term) {
+  std::array<S, kLanes> lanes{};
+  const int64_t whole = a.inner / kLanes * kLanes;
+  for (int64_t b = 0; b < a.n; ++b) {
+    const int64_t base = (b * a.c + c) * a.inner;
+    for (int64_t i = 0; i < whole; i += kLanes) {
+      for (int64_t l = 0; l < kLanes; ++l) lanes[size_t(l)] += term(base + i + l);
+    }
+    for (int64_t i = whole; i < a.inner; ++i) lanes[size_t(i - whole)] += term(base + i);
+  }
+  S total = 0;
+  for (S lane : lanes) total += lane;
+  return total;
+}
+
 template <typename T, typename P, typename S>
 void forward(const BatchNormArgs& a) {
-  const T* x = static_cast<const T*>(a.input);
   S* save_mean = static_cast<S*>(a.save_mean);
   S* save_invstd = static_cast<S*>(a.save_invstd);
   const int64_t m = a.n * a.inner;
@@ -36,20 +62,13 @@ void forward(const BatchNormArgs& a) {
   parallel_for(0, a.c, kCpuGrain / std::max<int64_t>(m, 1) + 1, [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
       if (a.training) {
-        S mean = 0, m2 = 0, count = 0;
-        for (int64_t b = 0; b < a.n; ++b) {
-          const T* row = x + (b * a.c + c) * a.inner;
-          for (int64_t i = 0; i < a.inner; ++i) {
-            S v = S(acc_t<T>(row[i]));
-            count += 1;
-            S delta = v - mean;
-            mean += delta / count;
-            m2 += delta * (v - mean);
-          }
-        }
-        S var = m2 / S(m);
+        const S mean = channel_sum<S>(a, c, [&](int64_t at) { return load<T, S>(a.input, at); }) / S(m);
+        const S m2 = channel_sum<S>(a, c, [&](int64_t at) {
+          const S d = load<T, S>(a.input, at) - mean;
+          return d * d;
+        });
         save_mean[c] = mean;
-        save_invstd[c] = S(1) / std::sqrt(var + S(a.eps));
+        save_invstd[c] = S(1) / std::sqrt(m2 / S(m) + S(a.eps));
         const S mom = S(a.momentum);
         if (a.running_mean) store<P, S>(a.running_mean, c, (1 - mom) * load<P, S>(a.running_mean, c) + mom * mean);
         if (a.running_var) {
@@ -62,11 +81,11 @@ void forward(const BatchNormArgs& a) {
       }
       const S scale = save_invstd[c] * (a.weight ? load<P, S>(a.weight, c) : S(1));
       const S shift = (a.bias ? load<P, S>(a.bias, c) : S(0)) - save_mean[c] * scale;
+      const T* x = static_cast<const T*>(a.input);
+      T* y = static_cast<T*>(a.output);
       for (int64_t b = 0; b < a.n; ++b) {
         const int64_t base = (b * a.c + c) * a.inner;
-        for (int64_t i = 0; i < a.inner; ++i) {
-          store<T, S>(a.output, base + i, load<T, S>(x, base + i) * scale + shift);
-        }
+        for (int64_t i = base; i < base + a.inner; ++i) y[i] = T(acc_t<T>(S(acc_t<T>(x[i])) * scale + shift));
       }
     }
   });
@@ -77,32 +96,31 @@ void backward(const BatchNormArgs& a) {
   const S* save_mean = static_cast<const S*>(a.save_mean);
   const S* save_invstd = static_cast<const S*>(a.save_invstd);
   const S m = S(a.n * a.inner);
+  const T* x = static_cast<const T*>(a.input);
+  const T* dy = static_cast<const T*>(a.grad_output);
   parallel_for(0, a.c, kCpuGrain / std::max<int64_t>(a.n * a.inner, 1) + 1, [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
       const S mean = save_mean[c], invstd = save_invstd[c];
-      S sum_dy = 0, sum_dy_xhat = 0;
-      for (int64_t b = 0; b < a.n; ++b) {
-        const int64_t base = (b * a.c + c) * a.inner;
-        for (int64_t i = 0; i < a.inner; ++i) {
-          S dy = load<T, S>(a.grad_output, base + i);
-          sum_dy += dy;
-          sum_dy_xhat += dy * (load<T, S>(a.input, base + i) - mean) * invstd;
-        }
-      }
+      const S sum_dy = channel_sum<S>(a, c, [&](int64_t at) { return S(acc_t<T>(dy[at])); });
+      const S sum_dy_xhat =
+          channel_sum<S>(a, c, [&](int64_t at) { return S(acc_t<T>(dy[at])) * (S(acc_t<T>(x[at])) - mean); }) * invstd;
       if (a.grad_weight) store<P, S>(a.grad_weight, c, sum_dy_xhat);
       if (a.grad_bias) store<P, S>(a.grad_bias, c, sum_dy);
       if (!a.grad_input) continue;
       const S scale = invstd * (a.weight ? load<P, S>(a.weight, c) : S(1));
+      // Training: dx = scale * (dy - mean_dy - (x - mean) * k), with
+      // k = invstd * sum(dy * xhat) / m; eval: dx = scale * dy.
+      const S mean_dy = sum_dy / m, k = invstd * (sum_dy_xhat / m);
+      T* dx = static_cast<T*>(a.grad_input);
       for (int64_t b = 0; b < a.n; ++b) {
         const int64_t base = (b * a.c + c) * a.inner;
-        for (int64_t i = 0; i < a.inner; ++i) {
-          S dy = load<T, S>(a.grad_output, base + i);
-          S dx = dy;
-          if (a.training) {
-            S xhat = (load<T, S>(a.input, base + i) - mean) * invstd;
-            dx = dy - sum_dy / m - xhat * sum_dy_xhat / m;
-          }
-          store<T, S>(a.grad_input, base + i, dx * scale);
+        if (!a.training) {
+          for (int64_t i = base; i < base + a.inner; ++i) dx[i] = T(acc_t<T>(S(acc_t<T>(dy[i])) * scale));
+          continue;
+        }
+        for (int64_t i = base; i < base + a.inner; ++i) {
+          const S xmu = S(acc_t<T>(x[i])) - mean;
+          dx[i] = T(acc_t<T>((S(acc_t<T>(dy[i])) - mean_dy - xmu * k) * scale));
         }
       }
     }
