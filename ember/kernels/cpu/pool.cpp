@@ -1,5 +1,6 @@
 // CPU pooling kernels (contract in ember/core/ops/pool_kernels.h). Forward visits
-// each output's window; backward scatters each output's gradient onto its
+// each output's window (max pooling goes tap by tap over many windows at
+// once; MaxPlan says how); backward scatters each output's gradient onto its
 // window in an acc_t buffer per plane, rounded once into grad_input. Planes
 // are addressed through ember/kernels/pool_layout.h, NCHW or channels-last.
 // Planes are independent, so they split over threads (ember/core/parallel_for.h)
@@ -49,38 +50,133 @@ int64_t first_tap(int64_t start, int64_t dilation) {
   return start;
 }
 
+// Max pooling's value and argmax so far, updated with the value v at
+// position pos: selects rather than branches (on real data the comparison is
+// a coin toss that a branch predictor keeps losing), which also lets the
+// compiler vectorize a loop of them.
+template <typename A>
+inline void take_max(A v, int64_t pos, A& best, int64_t& best_at) {
+  const bool take = (v > best) | std::isnan(v);
+  best = take ? v : best;
+  best_at = take ? pos : best_at;
+}
+
+// One tap of n windows: window i sees position origin[i] + offset of the
+// plane (elements `step` apart in memory). Pointers that alias nothing, so
+// that the loop vectorizes.
+template <typename T, typename A>
+void max_tap(const T* __restrict plane, int64_t step, const int64_t* __restrict origin, int64_t offset, int64_t n,
+             A* __restrict best, int64_t* __restrict best_at) {
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t pos = origin[i] + offset;
+    take_max(A(plane[pos * step]), pos, best[i], best_at[i]);
+  }
+}
+
+// The outputs [lo, hi) along one dim whose whole window lies inside the input.
+struct Interior {
+  int64_t lo, hi;
+};
+
+Interior interior(int64_t size, int64_t out_size, int64_t kernel, int64_t stride, int64_t padding, int64_t dilation) {
+  const int64_t lo = std::min(out_size, (padding + stride - 1) / stride);
+  const int64_t last = size - 1 + padding - (kernel - 1) * dilation;
+  return {lo, last < 0 ? lo : std::clamp(last / stride + 1, lo, out_size)};
+}
+
+// Where max pooling's windows start: origin[i] is the position (y * w + x)
+// of window i's first tap, padding included. Windows that all lie inside the
+// input go tap by tap over many windows at once (a loop the compiler
+// vectorizes): every window of the plane when all of them lie inside (no
+// clipping), else the inside columns [cols.lo, cols.hi) of each row, whose
+// edge windows go one at a time. Both visit a window's taps in the same
+// order (rows, then columns), so every output gets the same value and index.
+struct MaxPlan {
+  Interior cols;
+  bool whole_plane;
+  std::vector<int64_t> origin;  // whole_plane: each output's; else each column's, row 0
+
+  explicit MaxPlan(const PoolArgs& a)
+      : cols(interior(a.w, a.out_w, a.kernel_w, a.stride_w, a.padding_w, a.dilation_w)) {
+    const Interior rows = interior(a.h, a.out_h, a.kernel_h, a.stride_h, a.padding_h, a.dilation_h);
+    whole_plane = rows.lo == 0 && rows.hi == a.out_h && cols.lo == 0 && cols.hi == a.out_w;
+    origin.resize(size_t(whole_plane ? a.out_h * a.out_w : a.out_w));
+    for (int64_t o = 0; o < int64_t(origin.size()); ++o) {
+      const int64_t row = whole_plane ? (o / a.out_w * a.stride_h - a.padding_h) * a.w : 0;
+      origin[size_t(o)] = row + o % a.out_w * a.stride_w - a.padding_w;
+    }
+  }
+};
+
+// One plane's maxima into best and best_at (out_h * out_w each) when every
+// window lies inside it.
+template <typename T, typename A>
+void max_plane_whole(const PoolArgs& a, const MaxPlan& plan, const T* plane, int64_t step, A* best, int64_t* best_at) {
+  const int64_t n = a.out_h * a.out_w;
+  std::fill(best, best + n, -std::numeric_limits<A>::infinity());
+  std::copy(plan.origin.begin(), plan.origin.end(), best_at);
+  for (int64_t p = 0; p < a.kernel_h; ++p) {
+    for (int64_t q = 0; q < a.kernel_w; ++q) {
+      max_tap(plane, step, plan.origin.data(), p * a.dilation_h * a.w + q * a.dilation_w, n, best, best_at);
+    }
+  }
+}
+
+// One plane's maxima row by row, for windows that the input clips.
+template <typename T, typename A>
+void max_plane_by_rows(const PoolArgs& a, const MaxPlan& plan, const T* plane, int64_t step, A* best,
+                       int64_t* best_at) {
+  const Interior cols = plan.cols;
+  for (int64_t oy = 0; oy < a.out_h; ++oy) {
+    const int64_t ys = oy * a.stride_h - a.padding_h;
+    const int64_t y0 = first_tap(ys, a.dilation_h), y1 = std::min(ys + (a.kernel_h - 1) * a.dilation_h + 1, a.h);
+    A* best_row = best + oy * a.out_w;
+    int64_t* at_row = best_at + oy * a.out_w;
+    auto window = [&](int64_t ox) {
+      const int64_t xs = ox * a.stride_w - a.padding_w;
+      const int64_t x0 = first_tap(xs, a.dilation_w), x1 = std::min(xs + (a.kernel_w - 1) * a.dilation_w + 1, a.w);
+      best_row[ox] = -std::numeric_limits<A>::infinity();
+      at_row[ox] = y0 < y1 && x0 < x1 ? y0 * a.w + x0 : -1;
+      for (int64_t y = y0; y < y1; y += a.dilation_h) {
+        for (int64_t x = x0; x < x1; x += a.dilation_w) {
+          take_max(A(plane[(y * a.w + x) * step]), y * a.w + x, best_row[ox], at_row[ox]);
+        }
+      }
+    };
+    for (int64_t ox = 0; ox < cols.lo; ++ox) window(ox);
+    for (int64_t ox = cols.hi; ox < a.out_w; ++ox) window(ox);
+    for (int64_t ox = cols.lo; ox < cols.hi; ++ox) {
+      best_row[ox] = -std::numeric_limits<A>::infinity();
+      at_row[ox] = y0 < y1 ? y0 * a.w + plan.origin[size_t(ox)] : -1;
+    }
+    for (int64_t y = y0; y < y1; y += a.dilation_h) {
+      for (int64_t q = 0; q < a.kernel_w; ++q) {
+        max_tap(plane, step, plan.origin.data() + cols.lo, y * a.w + q * a.dilation_w, cols.hi - cols.lo,
+                best_row + cols.lo, at_row + cols.lo);
+      }
+    }
+  }
+}
+
 template <typename T>
 void max_forward(const PoolArgs& a) {
   using A = acc_t<T>;
   const T* in = static_cast<const T*>(a.input);
   T* out = static_cast<T*>(a.output);
   const PlaneLayout<int64_t> layout = layout_of(a);
-  const int64_t step = layout.step();
+  const int64_t step = layout.step(), out_area = a.out_h * a.out_w;
+  const MaxPlan plan(a);
   parallel_for(0, a.planes, kCpuGrain / std::max<int64_t>(a.h * a.w, 1) + 1, [&](int64_t pl0, int64_t pl1) {
+    std::vector<A> best(static_cast<size_t>(out_area));
+    std::vector<int64_t> best_at(static_cast<size_t>(out_area));
     for (int64_t pl = pl0; pl < pl1; ++pl) {
       const T* plane = in + layout.base(pl, a.h * a.w);
-      const int64_t out_base = layout.base(pl, a.out_h * a.out_w);
-      for (int64_t oy = 0; oy < a.out_h; ++oy) {
-        int64_t ys = oy * a.stride_h - a.padding_h;
-        int64_t y0 = first_tap(ys, a.dilation_h), y1 = std::min(ys + (a.kernel_h - 1) * a.dilation_h + 1, a.h);
-        for (int64_t ox = 0; ox < a.out_w; ++ox) {
-          int64_t xs = ox * a.stride_w - a.padding_w;
-          int64_t x0 = first_tap(xs, a.dilation_w), x1 = std::min(xs + (a.kernel_w - 1) * a.dilation_w + 1, a.w);
-          A best = -std::numeric_limits<A>::infinity();
-          int64_t best_at = y0 < y1 && x0 < x1 ? y0 * a.w + x0 : -1;
-          for (int64_t y = y0; y < y1; y += a.dilation_h) {
-            for (int64_t x = x0; x < x1; x += a.dilation_w) {
-              A v = A(plane[(y * a.w + x) * step]);
-              if (v > best || std::isnan(v)) {
-                best = v;
-                best_at = y * a.w + x;
-              }
-            }
-          }
-          int64_t o = out_base + (oy * a.out_w + ox) * step;
-          out[o] = T(best);
-          a.indices[o] = best_at;
-        }
+      if (plan.whole_plane) max_plane_whole(a, plan, plane, step, best.data(), best_at.data());
+      else max_plane_by_rows(a, plan, plane, step, best.data(), best_at.data());
+      const int64_t out_base = layout.base(pl, out_area);
+      for (int64_t o = 0; o < out_area; ++o) {
+        out[out_base + o * step] = T(best[size_t(o)]);
+        a.indices[out_base + o * step] = best_at[size_t(o)];
       }
     }
   });
