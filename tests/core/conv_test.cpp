@@ -63,6 +63,10 @@ const std::vector<Case>& cases() {
       {{3, 5, 4, 3}, {2, 5, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 1, true},   // 1x1 (no im2col)
       {{1, 3, 1, 1}, {2, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true},   // 1x1 image, all padding around
       {{1, 1, 13, 1}, {1, 1, 5, 1}, {3, 1}, {2, 0}, {1, 1}, 1, true},  // odd sizes, one column
+      // Unit strides and an output as wide as the input: im2col copies each
+      // tap as one run of the plane and zeroes the padding columns after.
+      {{2, 3, 6, 5}, {4, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, false},  // "same" 3x3
+      {{1, 2, 7, 6}, {3, 2, 3, 5}, {1, 1}, {0, 4}, {1, 2}, 1, true},   // same width, dilated, taps off the edge
   };
   return all;
 }
@@ -100,7 +104,7 @@ TEST(Conv2d, NonContiguousInputsAndLowerPrecision) {
 }
 
 TEST(Conv2d, GradcheckStridesPaddingDilationGroups) {
-  for (size_t k : {1, 2, 3, 4, 6}) {
+  for (size_t k : {1, 2, 3, 4, 6, 9, 10}) {
     Case c = cases()[k];
     c.x[0] = 1;  // keep finite differences cheap
     Tensor x = testing::random_leaf(c.x, 10 + k), w = testing::random_leaf(c.w, 20 + k);

@@ -10,7 +10,9 @@
 //                                             each column back onto its pixels
 //   backward weight  dW_g  (c_out/g x K)   += dout_g . col_g^T, over the images
 // with K = c_in/g * kh * kw. A 1x1 kernel with unit stride and no padding
-// needs no im2col: the image itself is the column matrix.
+// needs no im2col: the image itself is the column matrix. im2col and col2im
+// move each tap's inside outputs row by row, or, for a "same" convolution
+// with unit strides, as one run of the plane (is_flat).
 // Arithmetic is in S (double for float64, float otherwise); float16 and
 // bfloat16 data is widened into S buffers first and each result is rounded
 // once, so sums over images and taps never round in between. Channels-last
@@ -26,6 +28,7 @@
 // added in chunk order (bit-identical run to run at a given thread count).
 // The bias gradient is split by channel (exact).
 #include <algorithm>
+#include <memory>
 #include <type_traits>
 #include <vector>
 
@@ -126,58 +129,133 @@ bool is_pointwise(const ConvArgs& a) {
          a.padding_w == 0;
 }
 
-// The input row an output row oy sees through kernel row p, or -1 in the padding.
-inline int64_t source_row(const ConvArgs& a, int64_t oy, int64_t p) {
-  int64_t iy = oy * a.stride_h - a.padding_h + p * a.dilation_h;
-  return iy >= 0 && iy < a.h ? iy : -1;
+// The outputs [lo, hi) along one dim whose tap reads inside the input: output
+// o reads input o * stride + offset (offset = tap * dilation - padding),
+// inside when in [0, size).
+struct Span {
+  int64_t lo, hi;
+  bool empty() const { return lo >= hi; }
+};
+Span inside(int64_t size, int64_t out_size, int64_t stride, int64_t offset) {
+  const int64_t lo = std::min(offset >= 0 ? 0 : (-offset + stride - 1) / stride, out_size);
+  const int64_t last = size - 1 - offset;
+  return {lo, std::clamp(last < 0 ? 0 : last / stride + 1, lo, out_size)};
 }
-inline int64_t source_col(const ConvArgs& a, int64_t ox, int64_t q) {
-  int64_t ix = ox * a.stride_w - a.padding_w + q * a.dilation_w;
-  return ix >= 0 && ix < a.w ? ix : -1;
+
+// Row `row` = (c * kh + p) * kw + q of the column matrix: tap (p, q) of
+// channel c. Output (oy, ox) reads input (oy * stride_h + y_offset,
+// ox * stride_w + x_offset), inside the input for oy in y and ox in x.
+struct TapRow {
+  int64_t c, row;
+  Span y, x;
+  int64_t y_offset, x_offset;
+};
+
+template <typename F>
+void for_each_tap_row(const ConvArgs& a, F&& f) {
+  for (int64_t c = 0; c < a.c_in; ++c) {
+    for (int64_t p = 0; p < a.kernel_h; ++p) {
+      const int64_t y_offset = p * a.dilation_h - a.padding_h;
+      for (int64_t q = 0; q < a.kernel_w; ++q) {
+        const int64_t x_offset = q * a.dilation_w - a.padding_w;
+        f(TapRow{c, (c * a.kernel_h + p) * a.kernel_w + q, inside(a.h, a.out_h, a.stride_h, y_offset),
+                 inside(a.w, a.out_w, a.stride_w, x_offset), y_offset, x_offset});
+      }
+    }
+  }
+}
+
+// Unit strides and an output as wide as the input (a "same" convolution):
+// output oy * w + ox of a tap row reads element oy * w + ox + shift of the
+// plane, shift = y_offset * w + x_offset, so the inside outputs from the
+// first to the last are one run of the plane; the run's outputs in padding
+// columns land on the neighbouring rows' edge pixels.
+bool is_flat(const ConvArgs& a) { return a.stride_h == 1 && a.stride_w == 1 && a.out_w == a.w; }
+
+// dst[i] = src[i * stride] for i < n (restrict pointers, so that it vectorizes).
+template <typename S>
+void gather_run(S* __restrict dst, const S* __restrict src, int64_t n, int64_t stride) {
+  if (stride == 1) {
+    for (int64_t i = 0; i < n; ++i) dst[i] = src[i];
+  } else {
+    for (int64_t i = 0; i < n; ++i) dst[i] = src[i * stride];
+  }
+}
+
+// dst[i * stride] += src[i] for i < n.
+template <typename S>
+void scatter_add_run(S* __restrict dst, const S* __restrict src, int64_t n, int64_t stride) {
+  if (stride == 1) {
+    for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
+  } else {
+    for (int64_t i = 0; i < n; ++i) dst[i * stride] += src[i];
+  }
+}
+
+// Zeroes the outputs of rows [y0, y1) of a flat tap row (width w) in the
+// padding columns, outside x.
+template <typename S>
+void zero_padding_columns(S* out, int64_t w, int64_t y0, int64_t y1, Span x) {
+  for (int64_t oy = y0; oy < y1; ++oy) {
+    std::fill(out + oy * w, out + oy * w + x.lo, S(0));
+    std::fill(out + oy * w + x.hi, out + (oy + 1) * w, S(0));
+  }
 }
 
 // image (c_in, h, w) -> col (c_in * kh * kw, out_h * out_w)
 template <typename S>
 void im2col(const ConvArgs& a, const S* image, S* col) {
   const int64_t ohw = a.out_h * a.out_w;
-  for (int64_t c = 0; c < a.c_in; ++c) {
-    const S* plane = image + c * a.h * a.w;
-    for (int64_t p = 0; p < a.kernel_h; ++p) {
-      for (int64_t q = 0; q < a.kernel_w; ++q) {
-        S* row = col + ((c * a.kernel_h + p) * a.kernel_w + q) * ohw;
-        for (int64_t oy = 0; oy < a.out_h; ++oy) {
-          int64_t iy = source_row(a, oy, p);
-          S* out = row + oy * a.out_w;
-          for (int64_t ox = 0; ox < a.out_w; ++ox) {
-            int64_t ix = source_col(a, ox, q);
-            out[ox] = iy >= 0 && ix >= 0 ? plane[iy * a.w + ix] : S(0);
-          }
+  const bool flat = is_flat(a);
+  for_each_tap_row(a, [&](const TapRow& t) {
+    S* out = col + t.row * ohw;
+    const S* plane = image + t.c * a.h * a.w;
+    if (t.y.empty() || t.x.empty()) {
+      std::fill(out, out + ohw, S(0));
+    } else if (flat) {
+      const int64_t first = t.y.lo * a.w + t.x.lo, last = (t.y.hi - 1) * a.w + t.x.hi;
+      gather_run(out + first, plane + first + t.y_offset * a.w + t.x_offset, last - first, 1);
+      std::fill(out, out + first, S(0));
+      std::fill(out + last, out + ohw, S(0));
+      zero_padding_columns(out, a.w, t.y.lo, t.y.hi, t.x);
+    } else {
+      for (int64_t oy = 0; oy < a.out_h; ++oy) {
+        S* out_row = out + oy * a.out_w;
+        if (oy < t.y.lo || oy >= t.y.hi) {
+          std::fill(out_row, out_row + a.out_w, S(0));
+          continue;
         }
+        const S* in_row = plane + (oy * a.stride_h + t.y_offset) * a.w + t.x.lo * a.stride_w + t.x_offset;
+        std::fill(out_row, out_row + t.x.lo, S(0));
+        gather_run(out_row + t.x.lo, in_row, t.x.hi - t.x.lo, a.stride_w);
+        std::fill(out_row + t.x.hi, out_row + a.out_w, S(0));
       }
     }
-  }
+  });
 }
 
-// image (c_in, h, w) += col2im(col); the adjoint of im2col.
+// image (c_in, h, w) += col2im(col), the adjoint of im2col; zeroes col's
+// entries that lie in the padding (scratch the caller has used).
 template <typename S>
-void col2im_add(const ConvArgs& a, const S* col, S* image) {
+void col2im_add(const ConvArgs& a, S* col, S* image) {
   const int64_t ohw = a.out_h * a.out_w;
-  for (int64_t c = 0; c < a.c_in; ++c) {
-    S* plane = image + c * a.h * a.w;
-    for (int64_t p = 0; p < a.kernel_h; ++p) {
-      for (int64_t q = 0; q < a.kernel_w; ++q) {
-        const S* row = col + ((c * a.kernel_h + p) * a.kernel_w + q) * ohw;
-        for (int64_t oy = 0; oy < a.out_h; ++oy) {
-          int64_t iy = source_row(a, oy, p);
-          if (iy < 0) continue;
-          for (int64_t ox = 0; ox < a.out_w; ++ox) {
-            int64_t ix = source_col(a, ox, q);
-            if (ix >= 0) plane[iy * a.w + ix] += row[oy * a.out_w + ox];
-          }
-        }
-      }
+  const bool flat = is_flat(a);
+  for_each_tap_row(a, [&](const TapRow& t) {
+    if (t.y.empty() || t.x.empty()) return;
+    S* in = col + t.row * ohw;
+    S* plane = image + t.c * a.h * a.w;
+    if (flat) {
+      // Padding columns add 0 to the pixels the run wraps them onto.
+      const int64_t first = t.y.lo * a.w + t.x.lo, last = (t.y.hi - 1) * a.w + t.x.hi;
+      zero_padding_columns(in, a.w, t.y.lo, t.y.hi, t.x);
+      scatter_add_run(plane + first + t.y_offset * a.w + t.x_offset, in + first, last - first, 1);
+      return;
     }
-  }
+    for (int64_t oy = t.y.lo; oy < t.y.hi; ++oy) {
+      scatter_add_run(plane + (oy * a.stride_h + t.y_offset) * a.w + t.x.lo * a.stride_w + t.x_offset,
+                      in + oy * a.out_w + t.x.lo, t.x.hi - t.x.lo, a.stride_w);
+    }
+  });
 }
 
 // Calls f(b0, b1, col) over ranges of images: shared out over threads when
@@ -188,8 +266,8 @@ void over_images(const ConvArgs& a, size_t col_size, F&& f) {
   const int64_t per_image = a.c_out * a.out_h * a.out_w * (a.c_in / a.groups) * a.kernel_h * a.kernel_w;
   const bool share = a.n >= get_num_threads();
   parallel_for(0, a.n, share ? kCpuGrain * 8 / std::max<int64_t>(per_image, 1) + 1 : a.n, [&](int64_t b0, int64_t b1) {
-    std::vector<S> col(col_size);
-    f(b0, b1, col.data());
+    const auto col = std::make_unique_for_overwrite<S[]>(col_size);  // im2col writes every element
+    f(b0, b1, col.get());
   });
 }
 
@@ -298,10 +376,10 @@ void backward_weight(const ConvArgs& a) {
     const size_t w_size = size_t(weight_dims(a).numel());
     // Images [b0, b1) summed into dw (set by the first image).
     auto sum_images = [&](int64_t b0, int64_t b1, S* dw) {
-      std::vector<S> col(pointwise ? 0 : size_t(a.groups * d.k * d.ohw));
+      const auto col = std::make_unique_for_overwrite<S[]>(pointwise ? 0 : size_t(a.groups * d.k * d.ohw));
       for (int64_t b = b0; b < b1; ++b) {
         const S* image = x.get() + b * a.c_in * d.hw;
-        if (!pointwise) im2col(a, image, col.data());
+        if (!pointwise) im2col(a, image, col.get());
         GemmArgs g;
         g.dtype = dtype_of_compute<S>();
         g.trans_b = true;
@@ -313,7 +391,7 @@ void backward_weight(const ConvArgs& a) {
         g.a = gy.get() + b * a.c_out * d.ohw;
         g.lda = d.ohw;
         g.stride_a = d.cout_g * d.ohw;
-        g.b = pointwise ? image : col.data();
+        g.b = pointwise ? image : col.get();
         g.ldb = d.ohw;
         g.stride_b = d.k * d.ohw;
         g.c = dw;
