@@ -62,13 +62,21 @@ inline void take_max(A v, int64_t pos, A& best, int64_t& best_at) {
 }
 
 // One tap of n windows: window i sees position origin[i] + offset of the
-// plane (elements `step` apart in memory). Pointers that alias nothing, so
-// that the loop vectorizes.
+// plane (elements `step` apart in memory), or pos0 + i * stride without a
+// table. Pointers that alias nothing, so that the loops vectorize.
 template <typename T, typename A>
 void max_tap(const T* __restrict plane, int64_t step, const int64_t* __restrict origin, int64_t offset, int64_t n,
              A* __restrict best, int64_t* __restrict best_at) {
   for (int64_t i = 0; i < n; ++i) {
     const int64_t pos = origin[i] + offset;
+    take_max(A(plane[pos * step]), pos, best[i], best_at[i]);
+  }
+}
+template <typename T, typename A>
+void max_tap(const T* __restrict plane, int64_t step, int64_t pos0, int64_t stride, int64_t n, A* __restrict best,
+             int64_t* __restrict best_at) {
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t pos = pos0 + i * stride;
     take_max(A(plane[pos * step]), pos, best[i], best_at[i]);
   }
 }
@@ -84,32 +92,32 @@ Interior interior(int64_t size, int64_t out_size, int64_t kernel, int64_t stride
   return {lo, last < 0 ? lo : std::clamp(last / stride + 1, lo, out_size)};
 }
 
-// Where max pooling's windows start: origin[i] is the position (y * w + x)
-// of window i's first tap, padding included. Windows that all lie inside the
-// input go tap by tap over many windows at once (a loop the compiler
-// vectorizes): every window of the plane when all of them lie inside (no
-// clipping), else the inside columns [cols.lo, cols.hi) of each row, whose
-// edge windows go one at a time. Both visit a window's taps in the same
-// order (rows, then columns), so every output gets the same value and index.
+// How max pooling visits a plane. Windows that lie inside the input go tap
+// by tap over many windows at once (a loop the compiler vectorizes): every
+// window of the plane when none is clipped (whole_plane; origin[o] is the
+// position y * w + x of output o's first tap), else the inside columns
+// [cols.lo, cols.hi) of each row, whose edge windows go one at a time. Both
+// visit a window's taps in the same order (rows, then columns), so every
+// output gets the same value and index.
 struct MaxPlan {
   Interior cols;
   bool whole_plane;
-  std::vector<int64_t> origin;  // whole_plane: each output's; else each column's, row 0
+  std::vector<int64_t> origin;  // out_h * out_w positions when whole_plane, else empty
 
   explicit MaxPlan(const PoolArgs& a)
       : cols(interior(a.w, a.out_w, a.kernel_w, a.stride_w, a.padding_w, a.dilation_w)) {
     const Interior rows = interior(a.h, a.out_h, a.kernel_h, a.stride_h, a.padding_h, a.dilation_h);
     whole_plane = rows.lo == 0 && rows.hi == a.out_h && cols.lo == 0 && cols.hi == a.out_w;
-    origin.resize(size_t(whole_plane ? a.out_h * a.out_w : a.out_w));
+    if (!whole_plane) return;
+    origin.resize(size_t(a.out_h * a.out_w));
     for (int64_t o = 0; o < int64_t(origin.size()); ++o) {
-      const int64_t row = whole_plane ? (o / a.out_w * a.stride_h - a.padding_h) * a.w : 0;
-      origin[size_t(o)] = row + o % a.out_w * a.stride_w - a.padding_w;
+      origin[size_t(o)] = (o / a.out_w * a.stride_h - a.padding_h) * a.w + o % a.out_w * a.stride_w - a.padding_w;
     }
   }
 };
 
-// One plane's maxima into best and best_at (out_h * out_w each) when every
-// window lies inside it.
+// One plane's maxima into best and best_at (out_h * out_w each) when no
+// window is clipped.
 template <typename T, typename A>
 void max_plane_whole(const PoolArgs& a, const MaxPlan& plan, const T* plane, int64_t step, A* best, int64_t* best_at) {
   const int64_t n = a.out_h * a.out_w;
@@ -122,7 +130,7 @@ void max_plane_whole(const PoolArgs& a, const MaxPlan& plan, const T* plane, int
   }
 }
 
-// One plane's maxima row by row, for windows that the input clips.
+// One plane's maxima row by row, when the input clips some windows.
 template <typename T, typename A>
 void max_plane_by_rows(const PoolArgs& a, const MaxPlan& plan, const T* plane, int64_t step, A* best,
                        int64_t* best_at) {
@@ -147,12 +155,13 @@ void max_plane_by_rows(const PoolArgs& a, const MaxPlan& plan, const T* plane, i
     for (int64_t ox = cols.hi; ox < a.out_w; ++ox) window(ox);
     for (int64_t ox = cols.lo; ox < cols.hi; ++ox) {
       best_row[ox] = -std::numeric_limits<A>::infinity();
-      at_row[ox] = y0 < y1 ? y0 * a.w + plan.origin[size_t(ox)] : -1;
+      at_row[ox] = y0 < y1 ? y0 * a.w + ox * a.stride_w - a.padding_w : -1;
     }
+    const int64_t first_x = cols.lo * a.stride_w - a.padding_w;
     for (int64_t y = y0; y < y1; y += a.dilation_h) {
       for (int64_t q = 0; q < a.kernel_w; ++q) {
-        max_tap(plane, step, plan.origin.data() + cols.lo, y * a.w + q * a.dilation_w, cols.hi - cols.lo,
-                best_row + cols.lo, at_row + cols.lo);
+        max_tap(plane, step, y * a.w + first_x + q * a.dilation_w, a.stride_w, cols.hi - cols.lo, best_row + cols.lo,
+                at_row + cols.lo);
       }
     }
   }
@@ -173,10 +182,16 @@ void max_forward(const PoolArgs& a) {
       const T* plane = in + layout.base(pl, a.h * a.w);
       if (plan.whole_plane) max_plane_whole(a, plan, plane, step, best.data(), best_at.data());
       else max_plane_by_rows(a, plan, plane, step, best.data(), best_at.data());
-      const int64_t out_base = layout.base(pl, out_area);
-      for (int64_t o = 0; o < out_area; ++o) {
-        out[out_base + o * step] = T(best[size_t(o)]);
-        a.indices[out_base + o * step] = best_at[size_t(o)];
+      T* out_plane = out + layout.base(pl, out_area);
+      int64_t* indices = a.indices + layout.base(pl, out_area);
+      if (step == 1) {
+        for (int64_t o = 0; o < out_area; ++o) out_plane[o] = T(best[size_t(o)]);
+        std::copy(best_at.begin(), best_at.end(), indices);
+      } else {
+        for (int64_t o = 0; o < out_area; ++o) {
+          out_plane[o * step] = T(best[size_t(o)]);
+          indices[o * step] = best_at[size_t(o)];
+        }
       }
     }
   });
@@ -216,37 +231,48 @@ void forward(PoolOp op, const PoolArgs& a) {
   }
 }
 
+// acc[indices[o]] += grad_output[o] for a plane's n outputs (elements
+// `step` and `gy_step` apart); indices outside [0, area) add nothing.
+template <typename T, typename A>
+void max_scatter(const T* gy, int64_t gy_step, const int64_t* indices, int64_t step, int64_t n, int64_t area, A* acc) {
+  for (int64_t o = 0; o < n; ++o) {
+    const int64_t at = indices[o * step];
+    if (at >= 0 && at < area) acc[at] += A(gy[o * gy_step]);
+  }
+}
+
 template <typename T>
 void backward(PoolOp op, const PoolArgs& a) {
   using A = acc_t<T>;
   const T* gy = static_cast<const T*>(a.grad_output);
   T* gx = static_cast<T*>(a.grad_input);
   const PlaneLayout<int64_t> layout = layout_of(a), gy_layout{a.channels, a.grad_output_channels_last};
-  const int64_t step = layout.step(), gy_step = gy_layout.step();
-  parallel_for(0, a.planes, kCpuGrain / std::max<int64_t>(a.h * a.w, 1) + 1, [&](int64_t pl0, int64_t pl1) {
-    std::vector<A> acc(size_t(a.h * a.w));
+  const int64_t step = layout.step(), gy_step = gy_layout.step(), area = a.h * a.w, out_area = a.out_h * a.out_w;
+  parallel_for(0, a.planes, kCpuGrain / std::max<int64_t>(area, 1) + 1, [&](int64_t pl0, int64_t pl1) {
+    std::vector<A> acc(static_cast<size_t>(area));
     for (int64_t pl = pl0; pl < pl1; ++pl) {
       std::fill(acc.begin(), acc.end(), A(0));
-      const int64_t out_base = layout.base(pl, a.out_h * a.out_w), gy_base = gy_layout.base(pl, a.out_h * a.out_w);
-      for (int64_t oy = 0; oy < a.out_h; ++oy) {
-        for (int64_t ox = 0; ox < a.out_w; ++ox) {
-          const int64_t o = out_base + (oy * a.out_w + ox) * step;
-          A g = A(gy[gy_base + (oy * a.out_w + ox) * gy_step]);
-          if (op == PoolOp::Max) {
-            int64_t at = a.indices[o];
-            if (at >= 0 && at < a.h * a.w) acc[size_t(at)] += g;
-            continue;
-          }
-          AvgWindow win = op == PoolOp::Avg ? avg_window(a, oy, ox) : adaptive_window(a, oy, ox);
-          if (win.divisor == 0) continue;
-          A share = g / A(win.divisor);
-          for (int64_t y = win.y0; y < win.y1; ++y) {
-            for (int64_t x = win.x0; x < win.x1; ++x) acc[size_t(y * a.w + x)] += share;
+      const int64_t out_base = layout.base(pl, out_area), gy_base = gy_layout.base(pl, out_area);
+      if (op == PoolOp::Max) {
+        max_scatter(gy + gy_base, gy_step, a.indices + out_base, step, out_area, area, acc.data());
+      } else {
+        for (int64_t oy = 0; oy < a.out_h; ++oy) {
+          for (int64_t ox = 0; ox < a.out_w; ++ox) {
+            AvgWindow win = op == PoolOp::Avg ? avg_window(a, oy, ox) : adaptive_window(a, oy, ox);
+            if (win.divisor == 0) continue;
+            A share = A(gy[gy_base + (oy * a.out_w + ox) * gy_step]) / A(win.divisor);
+            for (int64_t y = win.y0; y < win.y1; ++y) {
+              for (int64_t x = win.x0; x < win.x1; ++x) acc[size_t(y * a.w + x)] += share;
+            }
           }
         }
       }
-      T* plane = gx + layout.base(pl, a.h * a.w);
-      for (int64_t i = 0; i < a.h * a.w; ++i) plane[i * step] = T(acc[size_t(i)]);
+      T* plane = gx + layout.base(pl, area);
+      if (step == 1) {
+        for (int64_t i = 0; i < area; ++i) plane[i] = T(acc[size_t(i)]);
+      } else {
+        for (int64_t i = 0; i < area; ++i) plane[i * step] = T(acc[size_t(i)]);
+      }
     }
   });
 }
