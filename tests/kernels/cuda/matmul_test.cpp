@@ -78,6 +78,19 @@ Shape operand_shape(int64_t rank, bool first, int64_t rows, int64_t cols) {
   return first ? Shape{2, 1, rows, cols} : Shape{1, 3, rows, cols};
 }
 
+// C after gemm_stub's CPU kernel and after its CUDA kernel (cuda:0), each
+// on its own copy of c; g's pointers and device are set here.
+std::pair<Tensor, Tensor> gemm_on_cpu_and_cuda(GemmArgs g, const Tensor& a, const Tensor& b, const Tensor& c) {
+  Tensor c_cpu = c.clone();
+  g.a = a.data_ptr(), g.b = b.data_ptr(), g.c = c_cpu.data_ptr();
+  gemm_stub(DeviceType::CPU)(g);
+  Tensor a_gpu = a.cuda(), b_gpu = b.cuda(), c_gpu = c.cuda();
+  g.device = 0;
+  g.a = a_gpu.data_ptr(), g.b = b_gpu.data_ptr(), g.c = c_gpu.data_ptr();
+  gemm_stub(DeviceType::CUDA)(g);
+  return {c_cpu, c_gpu};
+}
+
 // ---------------- matmul ----------------
 
 TEST(CudaMatmul, EveryRankCombinationAndDtype) {
@@ -268,14 +281,7 @@ TEST(CudaGemm, AlphaBetaLeadingDimsAndBroadcastBatchMatchTheCpuKernel) {
         g.ldb = b.size(-1), g.stride_b = b.size(-2) * b.size(-1);
         g.ldc = n + 2, g.stride_c = m * (n + 2);
 
-        Tensor c_cpu = c.clone();
-        g.a = a.data_ptr(), g.b = b.data_ptr(), g.c = c_cpu.data_ptr();
-        gemm_stub(DeviceType::CPU)(g);
-
-        Tensor a_gpu = a.cuda(), b_gpu = b.cuda(), c_gpu = c.cuda();
-        g.device = 0;
-        g.a = a_gpu.data_ptr(), g.b = b_gpu.data_ptr(), g.c = c_gpu.data_ptr();
-        gemm_stub(DeviceType::CUDA)(g);
+        const auto [c_cpu, c_gpu] = gemm_on_cpu_and_cuda(g, a, b, c);
         EXPECT_TRUE(testing::tensors_close(c_gpu, c_cpu, tolerance(dt, k)))
             << dtype_name(dt) << " trans_a " << ta << " trans_b " << tb << " beta " << beta;
       }
@@ -307,20 +313,13 @@ TEST(CudaGemm, LargeProblemsWithMisalignedRowsMatchTheCpuKernel) {
         g.alpha = 1.5, g.beta = beta;
         g.lda = a.size(1), g.ldb = b.size(1), g.ldc = n + 1;
 
-        Tensor c_cpu = c.clone();
-        g.a = a.data_ptr(), g.b = b.data_ptr(), g.c = c_cpu.data_ptr();
-        gemm_stub(DeviceType::CPU)(g);
-
-        Tensor a_gpu = a.cuda(), b_gpu = b.cuda(), c_gpu = c.cuda();
-        g.device = 0;
-        g.a = a_gpu.data_ptr(), g.b = b_gpu.data_ptr(), g.c = c_gpu.data_ptr();
-        gemm_stub(DeviceType::CUDA)(g);
+        const auto [c_cpu, c_gpu] = gemm_on_cpu_and_cuda(g, a, b, c);
         EXPECT_TRUE(testing::tensors_close(c_gpu, c_cpu, tolerance(dt, k)))
             << dtype_name(dt) << " trans_a " << ta << " trans_b " << tb << " beta " << beta;
         EXPECT_TRUE(equal(c_gpu.narrow(1, n, 1).cpu(), c.narrow(1, n, 1)))
             << "C's padding column was written: " << dtype_name(dt) << " trans_a " << ta << " trans_b " << tb;
         if (beta != 0) continue;
-        Tensor bias = random({n}, dt, 14), bias_gpu = bias.cuda();
+        Tensor bias = random({n}, dt, 14), bias_gpu = bias.cuda(), a_gpu = a.cuda(), b_gpu = b.cuda();
         g.c = c_cpu.data_ptr(), g.a = a.data_ptr(), g.b = b.data_ptr(), g.device = 0;
         ASSERT_TRUE(gemm_bias_stub(DeviceType::CPU)(g, bias.data_ptr()));
         g.a = a_gpu.data_ptr(), g.b = b_gpu.data_ptr(), g.c = c_gpu.data_ptr();
