@@ -35,22 +35,35 @@ void store(void* p, int64_t i, S v) {
   static_cast<T*>(p)[i] = T(acc_t<T>(v));
 }
 
-// The sum of term(at) over channel c's n rows of `inner` elements (at: the
-// element's index in the (n, c, inner) array), in kLanes partial sums.
-template <typename S, typename Term>
-S channel_sum(const BatchNormArgs& a, int64_t c, Term&& term) {
-  std::array<S, kLanes> lanes{};
+// The K sums of terms(at) (an array of K terms) over channel c's n rows of
+// `inner` elements, at being the element's index in the (n, c, inner)
+// array; each sum in kLanes partial sums.
+template <typename S, size_t K, typename Terms>
+std::array<S, K> channel_sums(const BatchNormArgs& a, int64_t c, Terms&& terms) {
+  std::array<std::array<S, size_t(kLanes)>, K> lanes{};
   const int64_t whole = a.inner / kLanes * kLanes;
+  auto add = [&](int64_t at, size_t lane) {
+    const std::array<S, K> t = terms(at);
+    for (size_t k = 0; k < K; ++k) lanes[k][lane] += t[k];
+  };
   for (int64_t b = 0; b < a.n; ++b) {
     const int64_t base = (b * a.c + c) * a.inner;
     for (int64_t i = 0; i < whole; i += kLanes) {
-      for (int64_t l = 0; l < kLanes; ++l) lanes[size_t(l)] += term(base + i + l);
+      for (int64_t l = 0; l < kLanes; ++l) add(base + i + l, size_t(l));
     }
-    for (int64_t i = whole; i < a.inner; ++i) lanes[size_t(i - whole)] += term(base + i);
+    for (int64_t i = whole; i < a.inner; ++i) add(base + i, size_t(i - whole));
   }
-  S total = 0;
-  for (S lane : lanes) total += lane;
+  std::array<S, K> total{};
+  for (size_t k = 0; k < K; ++k) {
+    for (S lane : lanes[k]) total[k] += lane;
+  }
   return total;
+}
+
+// The sum of term(at) over channel c.
+template <typename S, typename Term>
+S channel_sum(const BatchNormArgs& a, int64_t c, Term&& term) {
+  return channel_sums<S, 1>(a, c, [&](int64_t at) { return std::array<S, 1>{term(at)}; })[0];
 }
 
 template <typename T, typename P, typename S>
@@ -101,9 +114,11 @@ void backward(const BatchNormArgs& a) {
   parallel_for(0, a.c, kCpuGrain / std::max<int64_t>(a.n * a.inner, 1) + 1, [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
       const S mean = save_mean[c], invstd = save_invstd[c];
-      const S sum_dy = channel_sum<S>(a, c, [&](int64_t at) { return S(acc_t<T>(dy[at])); });
-      const S sum_dy_xhat =
-          channel_sum<S>(a, c, [&](int64_t at) { return S(acc_t<T>(dy[at])) * (S(acc_t<T>(x[at])) - mean); }) * invstd;
+      const std::array<S, 2> sums = channel_sums<S, 2>(a, c, [&](int64_t at) {
+        const S d = S(acc_t<T>(dy[at]));
+        return std::array<S, 2>{d, d * (S(acc_t<T>(x[at])) - mean)};
+      });
+      const S sum_dy = sums[0], sum_dy_xhat = sums[1] * invstd;
       if (a.grad_weight) store<P, S>(a.grad_weight, c, sum_dy_xhat);
       if (a.grad_bias) store<P, S>(a.grad_bias, c, sum_dy);
       if (!a.grad_input) continue;
