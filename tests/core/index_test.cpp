@@ -4,10 +4,12 @@
 // (including second order through the backward ops).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "ember/core/ops/embedding_kernels.h"
 #include "ember/ember.h"
 #include "support/error_message.h"
 #include "support/gradcheck.h"
@@ -307,6 +309,70 @@ TEST(Embedding, Gradcheck) {
   Tensor w = transposed_leaf(5, 3, 6);
   Tensor idx = i64({4, 0, 4, 4, 2, 0}, {3, 2});
   EXPECT_TRUE(testing::gradcheck([idx](const TensorList& in) { return embedding(in[0], idx); }, {w}));
+}
+
+// Unused rows are zero, int32 indices, a gradient with strides of its own
+// (a permuted tensor), and no index at all.
+TEST(Embedding, BackwardUnusedRowsInt32StridedGradientAndNoIndex) {
+  Tensor w = full({5, 3}, 9.0, DType::Float64).set_requires_grad();
+  Tensor idx = from_vector<int32_t>({3, 0, 3, 3}, {2, 2});
+  Tensor g = iota({3, 2, 2}, 1).permute({1, 2, 0});  // (2, 2, 3), g[i][j][c] = 1 + 4c + 2i + j
+  ASSERT_FALSE(g.is_contiguous());
+  embedding(w, idx).backward(g);
+  // Row 0: position 1 = (2, 6, 10); row 3: positions 0, 2, 3.
+  EXPECT_EQ(to_vector<double>(w.grad()),
+            (std::vector<double>{2, 6, 10, 0, 0, 0, 0, 0, 0, 1 + 3 + 4, 5 + 7 + 8, 9 + 11 + 12, 0, 0, 0}));
+  Tensor w2 = full({4, 2}, 9.0, DType::Float32).set_requires_grad();
+  embedding(w2, i64({}, {0})).sum().backward();
+  EXPECT_EQ(to_vector<double>(w2.grad()), std::vector<double>(8, 0.0));
+}
+
+// Repeated rows add in increasing position, from zero, in float for the half
+// types and rounded once: (1e8 + 1) - 1e8 is 0 in float32 (any other order
+// gives 1), and half 2048 + 1 + 1 is 2050 (adding in half would give 2048).
+TEST(Embedding, BackwardAddsInPositionOrderRoundingOnce) {
+  Tensor idx = i64({1, 0, 1, 1});
+  Tensor w = zeros({2, 1}, DType::Float32).set_requires_grad();
+  embedding(w, idx).backward(from_vector<float>({1e8f, 5, 1, -1e8f}, {4, 1}));
+  EXPECT_EQ(to_vector<float>(w.grad()), (std::vector<float>{5, 0}));
+  Tensor h = zeros({2, 1}, DType::Float16).set_requires_grad();
+  embedding(h, idx).backward(from_vector<float>({2048, 7, 1, 1}, {4, 1}).to(DType::Float16));
+  EXPECT_EQ(to_vector<float>(h.grad()), (std::vector<float>{7, 2050}));
+}
+
+// The kernel itself: every element written over NaN, then an index out of
+// range (the forward has checked it; the CPU kernel checks again).
+TEST(Embedding, BackwardKernelWritesEveryRowAndChecksItsIndices) {
+  Tensor out = full({3, 2}, std::nan(""), DType::Float32), grad = iota({2, 2}, 1).to(DType::Float32);
+  Tensor idx = i64({2, 2});
+  EmbeddingBackwardArgs a;
+  a.grad_weight = out.data_ptr();
+  a.grad_out = grad.data_ptr();
+  a.grad_out_row_stride = 2;
+  a.grad_out_col_stride = 1;
+  a.indices = idx.data_ptr();
+  a.num_indices = 2;
+  a.num_embeddings = 3;
+  a.dim = 2;
+  a.dtype = DType::Float32;
+  embedding_backward_stub(DeviceType::CPU)(a);
+  EXPECT_EQ(to_vector<float>(out), (std::vector<float>{0, 0, 0, 0, 1 + 3, 2 + 4}));
+  idx.fill_(3);
+  EXPECT_TRUE(throws_with([&] { embedding_backward_stub(DeviceType::CPU)(a); },
+                          {"embedding", "index 3", "out of bounds", "dim 0", "size 3"}));
+}
+
+// Second order: the weight gradient is differentiable in the output's
+// gradient (its backward is embedding again).
+TEST(Embedding, SecondOrder) {
+  Tensor w = testing::random_leaf({4, 3}, 11);
+  Tensor idx = i64({2, 0, 2, 3, 2}, {5});
+  EXPECT_TRUE(testing::gradcheck(
+      [idx](const TensorList& in) {
+        Tensor y = embedding(in[0], idx);
+        return autograd::grad({(y * y * y).sum()}, {in[0]}, {}, true, true)[0];
+      },
+      {w}));
 }
 
 TEST(Embedding, Errors) {

@@ -13,12 +13,15 @@
 //   scatter_add needs src of the input's dtype. 0-dim inputs act as 1-D of
 //   size 1.
 // - embedding(weight (N, D), indices) has shape indices.shape + [D]; its
-//   backward adds rows, so repeated indices add up.
+//   backward adds rows, so repeated indices add up, in a fixed order: the
+//   weight gradient is the same bits on every run and on CPU and CUDA
+//   (ember/core/ops/embedding_kernels.h).
 // - one_hot reads the class values on the host to validate them and to find
 //   max + 1 (PyTorch's one_hot also synchronizes on CUDA for that).
-// - Backward: index_select -> index_add into zeros; gather -> scatter_add
-//   into zeros; scatter_add -> g for the input, gather(g) (zero-padded to
-//   src's shape) for src. Indices are saved with their version, so changing
+// - Backward: index_select -> index_add into zeros; embedding -> the
+//   embedding_backward kernel (whose own backward is embedding); gather ->
+//   scatter_add into zeros; scatter_add -> g for the input, gather(g)
+//   (zero-padded to src's shape) for src. Indices are saved with their version, so changing
 //   one in place before backward is an error.
 #include <algorithm>
 #include <string>
@@ -26,6 +29,7 @@
 
 #include "ember/core/autograd/function.h"
 #include "ember/core/ops.h"
+#include "ember/core/ops/embedding_kernels.h"
 #include "ember/core/ops/index_kernels.h"
 #include "ember/core/ops/op_utils.h"
 
@@ -33,6 +37,7 @@ namespace ember {
 
 KernelStub<IndexKernelFn> gather_stub("gather");
 KernelStub<IndexKernelFn> scatter_add_stub("scatter_add");
+KernelStub<EmbeddingBackwardKernelFn> embedding_backward_stub("embedding_backward");
 
 namespace {
 thread_local const IndexErrorContext* innermost_context = nullptr;
@@ -162,6 +167,35 @@ Tensor index_select_1d(const Tensor& x, int64_t dim, const Tensor& index) {
   return out;
 }
 
+// embedding's weight gradient: zeros(weight_shape) with row p of rows (the
+// output's gradient, (index.numel(), dim), any strides) added into row
+// index[p], in increasing p (embedding_kernels.h: the same bits on every
+// run and device). Differentiable in rows, whose gradient is embedding's
+// forward of the incoming one.
+Tensor embedding_weight_grad(const Shape& weight_shape, const Tensor& index, const Tensor& rows) {
+  Tensor out = empty(weight_shape, rows.dtype(), rows.device());
+  EmbeddingBackwardArgs a;
+  a.device = rows.device().index;
+  a.grad_weight = out.data_ptr();
+  a.grad_out = rows.data_ptr();
+  a.grad_out_row_stride = rows.stride(0);
+  a.grad_out_col_stride = rows.stride(1);
+  a.indices = index.data_ptr();
+  a.num_indices = index.numel();
+  a.num_embeddings = weight_shape[0];
+  a.dim = weight_shape[1];
+  a.dtype = rows.dtype();
+  a.index_dtype = index.dtype();
+  embedding_backward_stub(rows.device().type)(a);
+  if (needs_grad(rows)) {
+    SavedTensor saved(index);
+    record("EmbeddingBackwardBackward", {&out}, {rows}, [saved](const TensorList& g) {
+      return TensorList{embedding(g[0], saved.unpack("EmbeddingBackwardBackward"))};
+    });
+  }
+  return out;
+}
+
 // t padded with zeros at the end of each dim up to shape (of t's rank).
 Tensor pad_to(const Tensor& t, const Shape& shape) {
   Tensor r = t;
@@ -279,8 +313,8 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
     SavedTensor saved(idx);
     Shape wshape = weight.shape();
     record("EmbeddingBackward", {&out}, {weight}, [saved, wshape](const TensorList& g) {
-      Tensor rows = g[0].reshape({saved.unpack("EmbeddingBackward").numel(), wshape[1]});
-      return TensorList{index_add_into_zeros(wshape, 0, saved.unpack("EmbeddingBackward"), rows)};
+      Tensor index = saved.unpack("EmbeddingBackward");
+      return TensorList{embedding_weight_grad(wshape, index, g[0].reshape({index.numel(), wshape[1]}))};
     });
   }
   return out;

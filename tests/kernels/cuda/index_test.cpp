@@ -310,7 +310,8 @@ TEST(CudaIndex, EmbeddingEveryDtypeForward) {
   }
 }
 
-// Many tokens into few rows: hundreds of atomic adds per weight element.
+// Many tokens into few rows: hundreds of adds per weight element (exact
+// tests of that kernel: embedding_backward_test.cpp).
 TEST(CudaIndex, EmbeddingBackwardWithManyRepeats) {
   EMBER_REQUIRE_CUDA();
   for (DType dt : {DType::Float32, DType::Float64}) {
