@@ -7,10 +7,12 @@
 // split over threads (ember/core/parallel_for.h) with results equal to one
 // thread's.
 //
-// A channel's sums run in kLanes interleaved partial sums (element i of a
-// row of `inner` values goes to lane i % kLanes), added in lane order at the
-// end: independent chains that the compiler vectorizes, in an order fixed by
-// the shape alone, so results repeat bit for bit at any thread count.
+// A channel's sums run in kLanes interleaved partial sums, added in lane
+// order at the end: independent chains that the compiler vectorizes. The
+// channel's j-th value in (n, inner) order goes to lane j % kLanes, an order
+// fixed by the logical shape alone, so results repeat bit for bit at any
+// thread count and are the same for an NCHW input (inner = H * W) and its
+// channels-last twin (n = N * H * W, inner = 1).
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -41,17 +43,21 @@ void store(void* p, int64_t i, S v) {
 template <typename S, size_t K, typename Terms>
 std::array<S, K> channel_sums(const BatchNormArgs& a, int64_t c, Terms&& terms) {
   std::array<std::array<S, size_t(kLanes)>, K> lanes{};
-  const int64_t whole = a.inner / kLanes * kLanes;
-  auto add = [&](int64_t at, size_t lane) {
+  auto add = [&](int64_t at, int64_t lane) {
     const std::array<S, K> t = terms(at);
-    for (size_t k = 0; k < K; ++k) lanes[k][lane] += t[k];
+    for (size_t k = 0; k < K; ++k) lanes[k][size_t(lane)] += t[k];
   };
   for (int64_t b = 0; b < a.n; ++b) {
     const int64_t base = (b * a.c + c) * a.inner;
-    for (int64_t i = 0; i < whole; i += kLanes) {
-      for (int64_t l = 0; l < kLanes; ++l) add(base + i + l, size_t(l));
+    // Up to the row's first value of lane 0, whole rounds of the lanes, the rest.
+    const int64_t first_lane = b * a.inner % kLanes;
+    const int64_t head = std::min(a.inner, (kLanes - first_lane) % kLanes);
+    const int64_t rounds_end = head + (a.inner - head) / kLanes * kLanes;
+    for (int64_t i = 0; i < head; ++i) add(base + i, first_lane + i);
+    for (int64_t i = head; i < rounds_end; i += kLanes) {
+      for (int64_t l = 0; l < kLanes; ++l) add(base + i + l, l);
     }
-    for (int64_t i = whole; i < a.inner; ++i) add(base + i, size_t(i - whole));
+    for (int64_t i = rounds_end; i < a.inner; ++i) add(base + i, i - rounds_end);
   }
   std::array<S, K> total{};
   for (size_t k = 0; k < K; ++k) {
