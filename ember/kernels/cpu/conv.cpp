@@ -36,6 +36,7 @@
 #include "ember/core/ops/gemm_kernels.h"
 #include "ember/core/parallel_for.h"
 #include "ember/kernels/acc_type.h"
+#include "ember/kernels/cpu/output_span.h"
 
 namespace ember::cpu {
 namespace {
@@ -127,19 +128,6 @@ Array4 bias_dims(const ConvArgs& a) { return {1, a.c_out, 1, 1, false}; }
 bool is_pointwise(const ConvArgs& a) {
   return a.kernel_h == 1 && a.kernel_w == 1 && a.stride_h == 1 && a.stride_w == 1 && a.padding_h == 0 &&
          a.padding_w == 0;
-}
-
-// The outputs [lo, hi) along one dim whose tap reads inside the input: output
-// o reads input o * stride + offset (offset = tap * dilation - padding),
-// inside when in [0, size).
-struct Span {
-  int64_t lo, hi;
-  bool empty() const { return lo >= hi; }
-};
-Span inside(int64_t size, int64_t out_size, int64_t stride, int64_t offset) {
-  const int64_t lo = std::min(offset >= 0 ? 0 : (-offset + stride - 1) / stride, out_size);
-  const int64_t last = size - 1 - offset;
-  return {lo, std::clamp(last < 0 ? 0 : last / stride + 1, lo, out_size)};
 }
 
 // Row `row` = (c * kh + p) * kw + q of the column matrix: tap (p, q) of

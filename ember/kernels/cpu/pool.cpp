@@ -13,6 +13,7 @@
 #include "ember/core/ops/pool_kernels.h"
 #include "ember/core/parallel_for.h"
 #include "ember/kernels/acc_type.h"
+#include "ember/kernels/cpu/output_span.h"
 #include "ember/kernels/pool_layout.h"
 
 namespace ember::cpu {
@@ -81,15 +82,13 @@ void max_tap(const T* __restrict plane, int64_t step, int64_t pos0, int64_t stri
   }
 }
 
-// The outputs [lo, hi) along one dim whose whole window lies inside the input.
-struct Interior {
-  int64_t lo, hi;
-};
-
-Interior interior(int64_t size, int64_t out_size, int64_t kernel, int64_t stride, int64_t padding, int64_t dilation) {
-  const int64_t lo = std::min(out_size, (padding + stride - 1) / stride);
-  const int64_t last = size - 1 + padding - (kernel - 1) * dilation;
-  return {lo, last < 0 ? lo : std::clamp(last / stride + 1, lo, out_size)};
+// The outputs along one dim whose whole window lies inside the input: those
+// whose first tap (offset -padding) and last tap do.
+Span interior(int64_t size, int64_t out_size, int64_t kernel, int64_t stride, int64_t padding, int64_t dilation) {
+  const Span first = inside(size, out_size, stride, -padding);
+  const Span last = inside(size, out_size, stride, (kernel - 1) * dilation - padding);
+  const int64_t lo = std::max(first.lo, last.lo);
+  return {lo, std::max(lo, std::min(first.hi, last.hi))};
 }
 
 // How max pooling visits a plane. Windows that lie inside the input go tap
@@ -100,13 +99,13 @@ Interior interior(int64_t size, int64_t out_size, int64_t kernel, int64_t stride
 // visit a window's taps in the same order (rows, then columns), so every
 // output gets the same value and index.
 struct MaxPlan {
-  Interior cols;
+  Span cols;
   bool whole_plane;
   std::vector<int64_t> origin;  // out_h * out_w positions when whole_plane, else empty
 
   explicit MaxPlan(const PoolArgs& a)
       : cols(interior(a.w, a.out_w, a.kernel_w, a.stride_w, a.padding_w, a.dilation_w)) {
-    const Interior rows = interior(a.h, a.out_h, a.kernel_h, a.stride_h, a.padding_h, a.dilation_h);
+    const Span rows = interior(a.h, a.out_h, a.kernel_h, a.stride_h, a.padding_h, a.dilation_h);
     whole_plane = rows.lo == 0 && rows.hi == a.out_h && cols.lo == 0 && cols.hi == a.out_w;
     if (!whole_plane) return;
     origin.resize(size_t(a.out_h * a.out_w));
@@ -115,6 +114,17 @@ struct MaxPlan {
     }
   }
 };
+
+// dst[i * step] = Dst(src[i]) for i < n: a plane's n values into its
+// layout (adjacent when step is 1, a loop of its own that vectorizes).
+template <typename Dst, typename Src>
+void store_plane(Dst* __restrict dst, int64_t step, const Src* __restrict src, int64_t n) {
+  if (step == 1) {
+    for (int64_t i = 0; i < n; ++i) dst[i] = Dst(src[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) dst[i * step] = Dst(src[i]);
+  }
+}
 
 // One plane's maxima into best and best_at (out_h * out_w each) when no
 // window is clipped.
@@ -134,7 +144,7 @@ void max_plane_whole(const PoolArgs& a, const MaxPlan& plan, const T* plane, int
 template <typename T, typename A>
 void max_plane_by_rows(const PoolArgs& a, const MaxPlan& plan, const T* plane, int64_t step, A* best,
                        int64_t* best_at) {
-  const Interior cols = plan.cols;
+  const Span cols = plan.cols;
   for (int64_t oy = 0; oy < a.out_h; ++oy) {
     const int64_t ys = oy * a.stride_h - a.padding_h;
     const int64_t y0 = first_tap(ys, a.dilation_h), y1 = std::min(ys + (a.kernel_h - 1) * a.dilation_h + 1, a.h);
@@ -184,15 +194,8 @@ void max_forward(const PoolArgs& a) {
       else max_plane_by_rows(a, plan, plane, step, best.data(), best_at.data());
       T* out_plane = out + layout.base(pl, out_area);
       int64_t* indices = a.indices + layout.base(pl, out_area);
-      if (step == 1) {
-        for (int64_t o = 0; o < out_area; ++o) out_plane[o] = T(best[size_t(o)]);
-        std::copy(best_at.begin(), best_at.end(), indices);
-      } else {
-        for (int64_t o = 0; o < out_area; ++o) {
-          out_plane[o * step] = T(best[size_t(o)]);
-          indices[o * step] = best_at[size_t(o)];
-        }
-      }
+      store_plane(out_plane, step, best.data(), out_area);
+      store_plane(indices, step, best_at.data(), out_area);
     }
   });
 }
@@ -267,12 +270,7 @@ void backward(PoolOp op, const PoolArgs& a) {
           }
         }
       }
-      T* plane = gx + layout.base(pl, area);
-      if (step == 1) {
-        for (int64_t i = 0; i < area; ++i) plane[i] = T(acc[size_t(i)]);
-      } else {
-        for (int64_t i = 0; i < area; ++i) plane[i * step] = T(acc[size_t(i)]);
-      }
+      store_plane(gx + layout.base(pl, area), step, acc.data(), area);
     }
   });
 }
