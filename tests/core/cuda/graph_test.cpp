@@ -231,6 +231,25 @@ TEST(CudaGraph, EmptyCacheKeepsALiveGraphsPoolAndReleasesItAfterReset) {
   EXPECT_LE(memory_reserved(0) + 2 * n * sizeof(float), reserved) << "the reset graph's pool was not released";
 }
 
+// A failed cudaMalloc inside a capture is final: the allocator's retry
+// (waiting for events, freeing cached segments) would end the capture. The
+// error says why the cache was kept, the capture is abandoned, the cached
+// segment is still there and the device keeps working.
+TEST(CudaGraph, OutOfMemoryInsideACaptureKeepsTheCacheAndTheDevice) {
+  REQUIRE_GPU();
+  { Tensor cached = empty({4 << 20}, DType::Float32, kGpu); }  // a free 16 MiB segment in the cache
+  const size_t reserved = memory_reserved(0);
+  const int64_t too_many = int64_t(properties(0).total_memory);  // floats: four times the device
+  Graph graph;
+  EXPECT_TRUE(throws_with([&] { graph.capture([&] { (void)empty({too_many}, DType::Float32, kGpu); }); },
+                          {"out of memory", "being captured", "empty_cache() before capturing"}));
+  EXPECT_FALSE(graph.captured());
+  EXPECT_FALSE(is_capturing(0));
+  EXPECT_EQ(memory_reserved(0), reserved) << "the retry released the cache during the capture";
+  Tensor x = full({100}, 2.0, DType::Float32, kGpu);
+  EXPECT_EQ((x * 3.0).sum().item<double>(), 600.0);
+}
+
 TEST(CudaGraph, WaitingForTheDeviceInsideACaptureIsAnErrorAndTheDeviceKeepsWorking) {
   REQUIRE_GPU();
   Tensor x = full({100}, 2.0, DType::Float32, kGpu);

@@ -147,6 +147,33 @@ TEST(CudaLinearGelu, KernelWritesPreAndOutputWithTheirLeadingDims) {
   }
 }
 
+// A product past lt_matmul's copying threshold whose rows and k are not
+// 16-byte multiples runs on padded copies; the GELU epilogue fixes n, and
+// pre keeps its own leading dim.
+TEST(CudaLinearGelu, LargeMisalignedProblemsRunOnPaddedCopiesAndMatchCpu) {
+  EMBER_REQUIRE_CUDA();
+  for (DType dt : {DType::Float16, DType::BFloat16}) {
+    const int64_t m = 515, n = 1027, k = 513, ld_pre = 1032;  // 2.7e8 multiply-adds
+    Tensor a = random({m, k}, dt, 7), w = random({n, k}, dt, 8), bias = random({n}, dt, 9);
+    Tensor c = full({m, n}, std::nan(""), dt, cuda_device(0)),
+           pre = full({m, ld_pre}, std::nan(""), dt, cuda_device(0));
+    Tensor ag = a.cuda(), wg = w.cuda(), bg = bias.cuda();
+    GemmArgs g;
+    g.dtype = dt;
+    g.m = m, g.n = n, g.k = k;
+    g.trans_b = true;
+    g.a = ag.data_ptr(), g.lda = k;
+    g.b = wg.data_ptr(), g.ldb = k;
+    g.c = c.data_ptr(), g.ldc = n;
+    if (!gemm_bias_gelu_stub(DeviceType::CUDA)(g, bg.data_ptr(), pre.data_ptr(), ld_pre)) continue;  // may decline
+    const Tensor expected_pre = linear(a.to(DType::Float64), w.to(DType::Float64), bias.to(DType::Float64));
+    EXPECT_TRUE(testing::tensors_close(pre.narrow(1, 0, n).to(DType::Float64), expected_pre, tolerance(dt, k)))
+        << dtype_name(dt);
+    EXPECT_TRUE(testing::tensors_close(c.to(DType::Float64), gelu(expected_pre, "tanh"), tolerance(dt, k)))
+        << dtype_name(dt);
+  }
+}
+
 // Under float16 autocast linear_gelu is gelu(linear()) under autocast: a
 // float16 result from the fused GEMM, float32 gradients for float32
 // parameters.

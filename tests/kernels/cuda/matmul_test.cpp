@@ -331,6 +331,43 @@ TEST(CudaGemm, LargeProblemsWithMisalignedRowsMatchTheCpuKernel) {
   }
 }
 
+// The bias-gradient epilogue (BGRADB) on the padded copies: its sums of
+// op(A) are over k, which the copies pad with zeros, and C's padding
+// columns are computed and dropped. C and the sums poisoned first.
+TEST(CudaGemm, LargeMisalignedProblemsWithTheBiasGradEpilogueMatchTheCpuKernel) {
+  EMBER_REQUIRE_CUDA();
+  const int64_t m = 515, n = 1027, k = 513;
+  const std::pair<DType, DType> pairs[] = {
+      {DType::BFloat16, DType::Float32}, {DType::Float16, DType::Float16}, {DType::Float32, DType::Float32}};
+  for (const auto& [dt, c_dt] : pairs) {
+    for (int flags = 0; flags < 4; ++flags) {
+      const bool ta = flags & 1, tb = flags & 2;
+      Tensor a = random({ta ? k : m, (ta ? m : k) + 1}, dt, 21), b = random({tb ? n : k, (tb ? k : n) + 3}, dt, 22);
+      GemmArgs g;
+      g.dtype = dt;
+      g.trans_a = ta, g.trans_b = tb;
+      g.m = m, g.n = n, g.k = k;
+      g.lda = a.size(1), g.ldb = b.size(1), g.ldc = n + 1;
+      Tensor c_cpu = zeros({m, n + 1}, c_dt), bias_cpu = empty({m}, c_dt);
+      g.a = a.data_ptr(), g.b = b.data_ptr(), g.c = c_cpu.data_ptr();
+      ASSERT_TRUE(gemm_bias_grad_stub(DeviceType::CPU)(g, c_dt, bias_cpu.data_ptr()));
+      Tensor a_gpu = a.cuda(), b_gpu = b.cuda();
+      Tensor c_gpu = full({m, n + 1}, std::nan(""), c_dt, cuda_device(0));
+      Tensor bias_gpu = full({m}, std::nan(""), c_dt, cuda_device(0));
+      g.device = 0;
+      g.a = a_gpu.data_ptr(), g.b = b_gpu.data_ptr(), g.c = c_gpu.data_ptr();
+      const std::string what = std::string(dtype_name(dt)) + " -> " + dtype_name(c_dt) + " trans_a " +
+                               std::to_string(ta) + " trans_b " + std::to_string(tb);
+      if (!gemm_bias_grad_stub(DeviceType::CUDA)(g, c_dt, bias_gpu.data_ptr())) continue;  // declining is allowed
+      const Tolerance tol = tolerance(c_dt, k);
+      EXPECT_TRUE(testing::tensors_close(c_gpu.narrow(1, 0, n), c_cpu.narrow(1, 0, n), tol)) << what;
+      EXPECT_TRUE(testing::tensors_close(bias_gpu, bias_cpu, tol)) << what << " bias gradient";
+      const Tensor padding = c_gpu.narrow(1, n, 1).cpu();
+      EXPECT_EQ(ne(padding, padding).sum().item<double>(), double(m)) << what << ": C's padding column was written";
+    }
+  }
+}
+
 // Sets the GEMM autotuning flag for a scope.
 struct AutotuneScope {
   explicit AutotuneScope(bool on) : previous(gemm_autotune()) { set_gemm_autotune(on); }

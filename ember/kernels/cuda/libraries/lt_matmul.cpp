@@ -28,6 +28,7 @@
 #include "ember/core/cuda/cuda_check.h"
 #include "ember/core/cuda/graph.h"
 #include "ember/core/cuda/stream.h"
+#include "ember/core/error.h"
 #include "ember/core/ops.h"
 #include "ember/kernels/cuda/libraries/blas_types.h"
 #include "ember/kernels/cuda/libraries/cublas_handle.h"
@@ -83,8 +84,10 @@ uint32_t alignment(const void* p) {
 
 // Leading dims below the stored rows' widths are left to cuBLAS, whose
 // error names them.
+// PyTorch keeps dims of kMaxDim or more off cublasLt.
+constexpr int64_t kMaxDim = 65535 * 32;
+
 bool lt_suits(const GemmArgs& g, const LtEpilogue& e) {
-  constexpr int64_t kMaxDim = 65535 * 32;
   const bool half = g.dtype == DType::Float16 || g.dtype == DType::BFloat16;
   // cublasLt requires the GELU aux leading dim to be a multiple of 8.
   const bool aux_fits = e.gelu_aux == nullptr || (e.bias != nullptr && e.ld_aux >= g.n && e.ld_aux % 8 == 0 &&
@@ -345,11 +348,14 @@ bool needs_padding(const GemmArgs& g, const LtEpilogue& e) {
   if (double(g.m) * double(g.n) * double(g.k) < kPaddedMinMacs) return false;
   const size_t element = dtype_size(g.dtype);
   const auto [n, k] = padded_n_k(g, e);
+  if (n >= kMaxDim || k >= kMaxDim) return false;
   return n != g.n || k != g.k || rows_misaligned(g.a, g.lda, element) || rows_misaligned(g.b, g.ldb, element) ||
          rows_misaligned(g.c, g.ldc, dtype_size(e.c_dtype));
 }
 
-bool run_padded(const GemmArgs& g, const LtEpilogue& e) {
+// The product on padded copies; false when cublasLt has no algorithm for
+// them. Throws OutOfMemoryError when the copies do not fit.
+bool run_on_padded_copies(const GemmArgs& g, const LtEpilogue& e) {
   const size_t element = dtype_size(g.dtype), c_element = dtype_size(e.c_dtype);
   const cudaStream_t stream = current_stream(g.device).handle();
   const auto [n, k] = padded_n_k(g, e);
@@ -383,6 +389,18 @@ bool run_padded(const GemmArgs& g, const LtEpilogue& e) {
                                        size_t(g.n) * c_element, size_t(g.m), cudaMemcpyDeviceToDevice, stream));
   }
   return true;
+}
+
+// The padded copies are an optimisation: when they do not fit in memory,
+// or cublasLt has no algorithm for them, the product runs as stored. The
+// copies queued before a failed allocation only write the copies' own
+// memory, which goes back to the allocator in stream order.
+bool run_padded(const GemmArgs& g, const LtEpilogue& e) {
+  try {
+    if (run_on_padded_copies(g, e)) return true;
+  } catch (const OutOfMemoryError&) {
+  }
+  return run_as_stored(g, e);
 }
 
 }  // namespace

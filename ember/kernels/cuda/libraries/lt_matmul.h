@@ -39,7 +39,9 @@
 //   copies from the caching allocator on the current stream: A and B
 //   zero-padded in k (B in n too, unless a bias or GELU epilogue fixes n)
 //   with aligned rows, and C computed in an aligned buffer and copied out.
-//   cublasLt has only its slow align-1 kernels for the originals.
+//   cublasLt has only its slow align-1 kernels for the originals. When the
+//   copies do not fit in memory, or would make n or k too large for
+//   cublasLt, the product runs on the operands as they are.
 // - For float16 and bfloat16 operands only split-K schemes that reduce in
 //   the compute type (float) are allowed, so the result is rounded once.
 #pragma once
