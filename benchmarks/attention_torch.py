@@ -8,7 +8,8 @@ each run's end) and FLOP count (causal forward 4 B H T T D / 2, fwd+bwd 3.5x
 the forward) as attention.cpp; its comment defines the columns.
 
 The op is F.scaled_dot_product_attention(q, k, v, is_causal=True) held to
-the flash backend on CUDA (torch.nn.attention.sdpa_kernel(FLASH_ATTENTION));
+one backend on CUDA (torch.nn.attention.sdpa_kernel): --backend flash
+(FlashAttention-2, the default) or cudnn (cuDNN's fused attention);
 on the CPU torch picks its backend, and a torch without SDPA (1.x) runs its
 math (torch_models.causal_attention), as the header line says. A shape that
 runs out of memory reads "OOM", one that fails otherwise (e.g. float16 on
@@ -16,6 +17,7 @@ torch 1.13's CPU) "failed", with the error on stderr and exit status 1.
 
 Run: python3 benchmarks/attention_torch.py [--tokens 16384,65536] [--width 2048] [--head-dims 64,128]
      [--contexts 1024,2048,4096] [--dtypes bf16,fp16] [--steps 20] [--warmup 5] [--device cuda|cpu]
+     [--backend flash|cudnn]
 """
 import argparse
 import contextlib
@@ -29,19 +31,20 @@ from torch_models import HAS_SDPA, causal_attention
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
-def flash_only(device):
-    """The context that holds SDPA to the flash backend (CUDA), and its name."""
+def one_backend(device, name):
+    """The context that holds SDPA to backend `name` (CUDA), and its name."""
     if device != "cuda" or not HAS_SDPA:
         return contextlib.nullcontext, "torch's choice" if HAS_SDPA else "math (no SDPA in this torch)"
     from torch.nn.attention import SDPBackend, sdpa_kernel
-    return (lambda: sdpa_kernel(SDPBackend.FLASH_ATTENTION)), "flash"
+    backend = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}[name]
+    return (lambda: sdpa_kernel(backend)), name
 
 
 def measure(a, b, h, t, d, dtype):
     """(forward ms, fwd+bwd ms)."""
     torch.manual_seed(0)
     q, k, v, grad_out = (torch.randn(b, h, t, d, device=a.device).to(dtype) for _ in range(4))
-    backend, _ = flash_only(a.device)
+    backend, _ = one_backend(a.device, a.backend)
     with backend():
         with torch.no_grad():
             fwd = median(time_steps(a.device, a.warmup, a.steps, lambda: causal_attention(q, k, v)))
@@ -67,6 +70,7 @@ def main():
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--backend", choices=["flash", "cudnn"], default="flash")
     a = p.parse_args()
     dtypes = a.dtypes.split(",")
     for name in dtypes:
@@ -81,7 +85,7 @@ def main():
                 p.error(f"--tokens {n} must be a multiple of every --contexts, not of {t}")
 
     where = f"cuda:0, {torch.cuda.get_device_name(0)} (CUDA events)" if a.device == "cuda" else "cpu (wall time)"
-    print(f"torch attention: causal F.scaled_dot_product_attention (backend: {flash_only(a.device)[1]}) on "
+    print(f"torch attention: causal F.scaled_dot_product_attention (backend: {one_backend(a.device, a.backend)[1]}) on "
           f"contiguous (B, H, T, D), H D = {a.width}; median of {a.steps} runs after {a.warmup} warm-up runs, "
           f"on {where}, torch {torch.__version__}")
     print("FLOPs: forward 4 B H T T D / 2 (causal), fwd+bwd 3.5x the forward\n")
