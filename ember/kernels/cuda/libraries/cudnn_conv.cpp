@@ -1,7 +1,8 @@
 // conv2d through cuDNN's graph (backend) API (see ember/kernels/cuda/libraries/cudnn_conv.h
 // for the launchers and ember/core/ops/conv_kernels.h for the contract).
 //
-// - Handles: one per (device, host thread), taken at the thread's first
+// - Handles: one per (device, host thread)
+//   (ember/kernels/cuda/libraries/cudnn_backend.h), taken at the thread's first
 //   convolution on the device (an ember::Error while the thread captures a
 //   CUDA graph there: a new handle allocates on the device) and bound to the
 //   thread's current stream at every call. When a thread ends, its handles
@@ -71,108 +72,11 @@
 #include "ember/core/cuda/stream.h"
 #include "ember/core/ops.h"
 #include "ember/kernels/cuda/common/workspace.h"
+#include "ember/kernels/cuda/libraries/cudnn_backend.h"
 #include "ember/kernels/cuda/libraries/fastest_candidate.h"
-
-// The plans name their handle through attributes that cuDNN 9.19 marks
-// deprecated in favour of device-property descriptors; every cuDNN 9 has
-// the handle attributes (the H200 machines run 9.14), so the warning is
-// silenced, for this file only.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 
 namespace ember::cuda {
 namespace {
-
-// ---------------- handles ----------------
-
-class HandlePool {
- public:
-  // A free handle of `device` (the current device), or a new one.
-  cudnnHandle_t acquire(int device) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      std::vector<cudnnHandle_t>& free = free_[size_t(device)];
-      if (!free.empty()) {
-        cudnnHandle_t h = free.back();
-        free.pop_back();
-        return h;
-      }
-    }
-    cudnnHandle_t h = nullptr;
-    EMBER_CUDNN_CHECK(cudnnCreate(&h));
-    return h;
-  }
-  void release(int device, cudnnHandle_t h) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    free_[size_t(device)].push_back(h);
-  }
-
- private:
-  std::mutex mutex_;
-  std::array<std::vector<cudnnHandle_t>, kMaxDevices> free_;
-};
-
-// Never destroyed: threads hand their handles back during static destruction.
-HandlePool& handle_pool() {
-  static HandlePool* pool = new HandlePool;
-  return *pool;
-}
-
-struct ThreadHandles {
-  std::array<cudnnHandle_t, kMaxDevices> handles{};
-  ~ThreadHandles() {
-    for (size_t d = 0; d < handles.size(); ++d) {
-      if (handles[d] != nullptr) handle_pool().release(int(d), handles[d]);
-    }
-  }
-};
-
-// This thread's handle for `device` (already current), on its current stream.
-cudnnHandle_t handle_for(int device) {
-  thread_local ThreadHandles mine;
-  cudnnHandle_t& h = mine.handles[size_t(device)];
-  if (h == nullptr) {
-    detail::check_not_capturing(device, "the first convolution of a thread on a device",
-                                "it takes the thread's cuDNN handle, which may allocate on the device; run the work "
-                                "once before capturing");
-    h = handle_pool().acquire(device);
-  }
-  EMBER_CUDNN_CHECK(cudnnSetStream(h, current_stream(device).handle()));
-  return h;
-}
-
-// ---------------- backend descriptors ----------------
-
-// One cuDNN backend descriptor, destroyed with its owner.
-class Backend {
- public:
-  explicit Backend(cudnnBackendDescriptorType_t type) { EMBER_CUDNN_CHECK(cudnnBackendCreateDescriptor(type, &desc_)); }
-  ~Backend() {
-    if (desc_ != nullptr) cudnnBackendDestroyDescriptor(desc_);
-  }
-  Backend(Backend&& other) noexcept : desc_(other.desc_) { other.desc_ = nullptr; }
-  Backend(const Backend&) = delete;
-  Backend& operator=(const Backend&) = delete;
-  Backend& operator=(Backend&& other) noexcept {
-    std::swap(desc_, other.desc_);
-    return *this;
-  }
-
-  cudnnBackendDescriptor_t get() const { return desc_; }
-  // set(attribute, type, count, values): throws on a rejected attribute.
-  Backend& set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, int64_t count, const void* values) {
-    EMBER_CUDNN_CHECK(cudnnBackendSetAttribute(desc_, name, type, count, values));
-    return *this;
-  }
-  Backend& set(cudnnBackendAttributeName_t name, const Backend& child) {
-    cudnnBackendDescriptor_t d = child.get();
-    return set(name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &d);
-  }
-  void finalize() { EMBER_CUDNN_CHECK(cudnnBackendFinalize(desc_)); }
-
- private:
-  cudnnBackendDescriptor_t desc_ = nullptr;
-};
 
 cudnnDataType_t data_type(DType t) {
   switch (t) {
@@ -258,18 +162,6 @@ Backend convolution_descriptor(const ConvArgs& a) {
 
 // ---------------- plans ----------------
 
-// Whether `status` says cuDNN declines this engine or configuration (not
-// supported, or a parameter it does not take), not that something failed.
-bool declined(cudnnStatus_t status) { return status >= 2000 && status < 4000; }
-
-// Checks a finalize that cuDNN may decline: true when it succeeded, false
-// when it declined, and throws on any other failure.
-bool finalized(cudnnStatus_t status, const char* what) {
-  if (status == CUDNN_STATUS_SUCCESS) return true;
-  if (declined(status)) return false;
-  detail::throw_cudnn_error(status, what, __FILE__, __LINE__);
-}
-
 enum class Direction : int64_t { Forward, BackwardData, BackwardFilter };
 
 const char* direction_name(Direction dir) {
@@ -326,8 +218,8 @@ struct Graph {
   Backend graph{CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR};
 };
 
-std::unique_ptr<Graph> operation_graph(const ConvArgs& a, Direction dir, cudnnHandle_t h,
-                                       const std::array<int64_t, 3>& alignment) {
+std::unique_ptr<Graph> convolution_graph(const ConvArgs& a, Direction dir, cudnnHandle_t h,
+                                         const std::array<int64_t, 3>& alignment) {
   auto g = std::make_unique<Graph>();
   const bool cl = a.channels_last;
   g->parts.push_back(tensor_descriptor(kInput, a.dtype, {a.n, a.c_in, a.h, a.w}, cl, alignment[0]));
@@ -349,53 +241,10 @@ std::unique_ptr<Graph> operation_graph(const ConvArgs& a, Direction dir, cudnnHa
       .set(at.output, g->parts[2]);
   op.finalize();
   g->parts.push_back(std::move(op));
-  cudnnBackendDescriptor_t ops = g->parts.back().get();
-  g->graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &ops)
-      .set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
+  const cudnnBackendDescriptor_t ops[] = {g->parts.back().get()};
+  g->graph = operation_graph(ops, h);
   g->graph.finalize();
   return g;
-}
-
-// The engine configurations cuDNN's heuristics rank for `graph` in `mode`
-// (none when the mode has nothing for it).
-std::vector<Backend> engine_configs(const Backend& graph, cudnnBackendHeurMode_t mode) {
-  Backend heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
-  heur.set(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph)
-      .set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
-  if (!finalized(cudnnBackendFinalize(heur.get()), "cudnnBackendFinalize(engine heuristics)")) return {};
-  int64_t count = 0;
-  EMBER_CUDNN_CHECK(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                                             0, &count, nullptr));
-  std::vector<Backend> configs;
-  std::vector<cudnnBackendDescriptor_t> raw;
-  for (int64_t i = 0; i < count; ++i) {
-    configs.emplace_back(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
-    raw.push_back(configs.back().get());
-  }
-  EMBER_CUDNN_CHECK(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                                             count, &count, raw.data()));
-  configs.erase(configs.begin() + count, configs.end());
-  return configs;
-}
-
-// The engine a configuration runs.
-Backend engine_of(const Backend& config) {
-  Backend engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
-  cudnnBackendDescriptor_t e = engine.get();
-  int64_t count = 0;
-  EMBER_CUDNN_CHECK(cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                                             1, &count, &e));
-  return engine;
-}
-
-// The engine's numerical notes.
-std::vector<cudnnBackendNumericalNote_t> numerical_notes(const Backend& engine) {
-  std::vector<cudnnBackendNumericalNote_t> notes(CUDNN_NUMERICAL_NOTE_TYPE_COUNT);
-  int64_t count = 0;
-  EMBER_CUDNN_CHECK(cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
-                                             int64_t(notes.size()), &count, notes.data()));
-  notes.resize(size_t(count));
-  return notes;
 }
 
 // Whether numerics (an engine's notes) keep the contract of
@@ -430,23 +279,15 @@ bool untimed(const Backend& engine, const std::vector<cudnnBackendNumericalNote_
 
 // The three tensors of a call (input side, weight side, output side of the
 // direction) and its workspace, packed for cudnnBackendExecute.
-Backend variant_pack(const std::array<void*, 3>& pointers, void* workspace_ptr) {
+Backend conv_variant_pack(const std::array<void*, 3>& pointers, void* workspace_ptr) {
   const std::array<int64_t, 3> uids{kInput, kWeight, kOutput};
-  Backend pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-  pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids.data())
-      .set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, pointers.data())
-      .set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace_ptr);
-  pack.finalize();
-  return pack;
+  return variant_pack(uids, pointers, workspace_ptr);
 }
 
-// An execution plan and the graph and engine configuration it was made
-// from, kept alive beside it.
+// An execution plan and the graph it was made from, kept alive beside it.
 struct Plan {
   std::shared_ptr<Graph> graph;
-  Backend config{CUDNN_BACKEND_ENGINECFG_DESCRIPTOR};
-  Backend plan{CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR};
-  int64_t workspace = 0;
+  EnginePlan engine;
 };
 
 // Up to `limit` plans, in the heuristics' ranking (mode A, then its fallback
@@ -458,38 +299,16 @@ struct Plan {
 std::vector<std::unique_ptr<Plan>> candidate_plans(const ConvArgs& a, Direction dir, cudnnHandle_t h,
                                                    const std::array<int64_t, 3>& alignment, bool tf32, size_t limit) {
   check_fits_32_bits(a);
-  std::shared_ptr<Graph> graph = operation_graph(a, dir, h, alignment);
+  std::shared_ptr<Graph> graph = convolution_graph(a, dir, h, alignment);
+  RankedPlans ranked = ranked_plans(graph->graph, h, a.device, limit, 0, [&](const Backend& engine, size_t taken) {
+    const std::vector<cudnnBackendNumericalNote_t> numerics = numerical_notes(engine);
+    return numerics_allowed(numerics, a.dtype, tf32) && (taken == 0 || !untimed(engine, numerics));
+  });
   std::vector<std::unique_ptr<Plan>> plans;
-  bool any_finalized = false;
-  for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
-    for (Backend& config : engine_configs(graph->graph, mode)) {
-      if (plans.size() == limit) return plans;
-      const Backend engine = engine_of(config);
-      const std::vector<cudnnBackendNumericalNote_t> numerics = numerical_notes(engine);
-      if (!numerics_allowed(numerics, a.dtype, tf32)) continue;
-      if (!plans.empty() && untimed(engine, numerics)) continue;
-      auto p = std::make_unique<Plan>();
-      cudnnBackendDescriptor_t c = config.get();
-      p->plan.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h)
-          .set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &c);
-      if (!finalized(cudnnBackendFinalize(p->plan.get()), "cudnnBackendFinalize(execution plan)")) continue;
-      any_finalized = true;
-      int64_t count = 0;
-      EMBER_CUDNN_CHECK(cudnnBackendGetAttribute(p->plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                                 CUDNN_TYPE_INT64, 1, &count, &p->workspace));
-      try {
-        const Workspace probe(size_t(p->workspace), a.device);  // fits now?
-      } catch (const OutOfMemoryError&) {
-        continue;
-      }
-      p->graph = graph;
-      p->config = std::move(config);
-      plans.push_back(std::move(p));
-    }
-    if (!plans.empty()) return plans;
-  }
-  EMBER_CHECK(any_finalized, "conv2d: cuDNN has no " << direction_name(dir) << " engine for " << config_str(a)
-                                                     << " on this GPU; use float32 or float16");
+  for (EnginePlan& engine : ranked.plans) plans.push_back(std::make_unique<Plan>(Plan{graph, std::move(engine)}));
+  if (!plans.empty()) return plans;
+  EMBER_CHECK(ranked.any_finalized, "conv2d: cuDNN has no " << direction_name(dir) << " engine for " << config_str(a)
+                                                            << " on this GPU; use float32 or float16");
   EMBER_FAIL("conv2d: the workspace of every cuDNN " << direction_name(dir) << " engine for " << config_str(a)
                                                      << " is larger than the free device memory; use a smaller batch");
 }
@@ -498,13 +317,7 @@ std::vector<std::unique_ptr<Plan>> candidate_plans(const ConvArgs& a, Direction 
 constexpr size_t kConvCandidates = 8;
 
 // cuDNN's number for the engine a plan runs.
-int64_t engine_index(const Plan& p) {
-  const Backend engine = engine_of(p.config);
-  int64_t index = -1, count = 0;
-  EMBER_CUDNN_CHECK(
-      cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &count, &index));
-  return index;
-}
+int64_t engine_number(const Plan& p) { return engine_index(engine_of(p.engine.config)); }
 
 // With EMBER_CONV_AUTOTUNE_LOG=1, one line on stderr for each timed choice:
 // the configuration, then each candidate's engine, event and host
@@ -515,9 +328,9 @@ void log_choice(const ConvArgs& a, Direction dir, const std::vector<std::unique_
   if (on == nullptr || std::string(on) != "1") return;
   std::ostringstream line;
   line << "ember conv autotune: " << direction_name(dir) << ", " << config_str(a) << ": kept engine "
-       << engine_index(*plans[best]) << "; candidates (engine: event ms / host ms for " << kTimedRuns << " runs)";
+       << engine_number(*plans[best]) << "; candidates (engine: event ms / host ms for " << kTimedRuns << " runs)";
   for (size_t i = 0; i < plans.size(); ++i) {
-    line << (i == 0 ? " " : ", ") << engine_index(*plans[i]) << ": " << timings[i].ms << " / " << timings[i].host_ms;
+    line << (i == 0 ? " " : ", ") << engine_number(*plans[i]) << ": " << timings[i].ms << " / " << timings[i].host_ms;
   }
   std::fprintf(stderr, "%s\n", line.str().c_str());
 }
@@ -545,14 +358,14 @@ std::unique_ptr<Plan> make_plan(const ConvArgs& a, Direction dir, cudnnHandle_t 
           pack.reset();
           ws = Workspace();  // the last candidate's, freed first
           try {
-            ws = Workspace(size_t(plans[i]->workspace), a.device);
+            ws = Workspace(size_t(plans[i]->engine.workspace), a.device);
           } catch (const OutOfMemoryError&) {
             return false;
           }
-          pack.emplace(variant_pack(pointers, ws.data()));
+          pack.emplace(conv_variant_pack(pointers, ws.data()));
         }
         if (!pack) return false;
-        return cudnnBackendExecute(h, plans[i]->plan.get(), pack->get()) == CUDNN_STATUS_SUCCESS;
+        return cudnnBackendExecute(h, plans[i]->engine.plan.get(), pack->get()) == CUDNN_STATUS_SUCCESS;
       },
       &timings);
   log_choice(a, dir, plans, timings, best);
@@ -603,12 +416,13 @@ PlanCache& plan_cache() {
 // side, weight side, output side of the direction).
 void execute(const ConvArgs& a, Direction dir, const void* input, const void* weight, const void* output) {
   DeviceGuard guard(a.device);
-  cudnnHandle_t h = handle_for(a.device);
+  cudnnHandle_t h =
+      handle_for(a.device, current_stream(a.device).handle(), "the first convolution of a thread on a device");
   const std::array<void*, 3> pointers{const_cast<void*>(input), const_cast<void*>(weight), const_cast<void*>(output)};
   const Plan& plan = plan_cache().get(a, dir, h, pointers);
-  const Workspace ws(size_t(plan.workspace), a.device);
-  const Backend pack = variant_pack(pointers, ws.data());
-  EMBER_CUDNN_CHECK(cudnnBackendExecute(h, plan.plan.get(), pack.get()));
+  const Workspace ws(size_t(plan.engine.workspace), a.device);
+  const Backend pack = conv_variant_pack(pointers, ws.data());
+  EMBER_CUDNN_CHECK(cudnnBackendExecute(h, plan.engine.plan.get(), pack.get()));
 }
 
 }  // namespace
@@ -636,5 +450,3 @@ EMBER_REGISTER_KERNEL(conv2d_backward_input_stub, DeviceType::CUDA, cudnn_conv_b
 EMBER_REGISTER_KERNEL(conv2d_backward_weight_stub, DeviceType::CUDA, cudnn_conv_backward_filter);
 
 }  // namespace ember::cuda
-
-#pragma GCC diagnostic pop
