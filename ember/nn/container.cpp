@@ -1,6 +1,12 @@
 // Sequential and ModuleList: registration by position, indexing, forward
-// and clone.
+// (with Linear followed by GELU run as one linear_gelu) and clone.
 #include "ember/nn/container.h"
+
+#include <typeinfo>
+
+#include "ember/core/ops.h"
+#include "ember/nn/activation.h"
+#include "ember/nn/linear.h"
 
 namespace ember::nn {
 
@@ -29,9 +35,32 @@ std::shared_ptr<UnaryModule> Sequential::operator[](int64_t index) const {
   return modules_[detail::container_position("Sequential", index, modules_.size())];
 }
 
+namespace {
+
+// The Linear with a bias at modules[i] when modules[i + 1] is a GELU, both
+// of exactly those classes (a subclass may override forward): the pair that
+// linear_gelu fuses.
+const Linear* linear_before_gelu(const std::vector<std::shared_ptr<UnaryModule>>& modules, size_t i) {
+  if (i + 1 >= modules.size()) return nullptr;
+  const UnaryModule& first = *modules[i];
+  const UnaryModule& second = *modules[i + 1];
+  if (typeid(first) != typeid(Linear) || typeid(second) != typeid(GELU)) return nullptr;
+  const auto& linear = static_cast<const Linear&>(first);
+  return linear.bias.defined() ? &linear : nullptr;
+}
+
+}  // namespace
+
 Tensor Sequential::forward(const Tensor& input) {
   Tensor x = input;
-  for (const auto& m : modules_) x = m->forward(x);
+  for (size_t i = 0; i < modules_.size(); ++i) {
+    if (const Linear* linear = linear_before_gelu(modules_, i)) {
+      x = linear_gelu(x, linear->weight, linear->bias, static_cast<const GELU&>(*modules_[i + 1]).approximate);
+      ++i;
+      continue;
+    }
+    x = modules_[i]->forward(x);
+  }
   return x;
 }
 

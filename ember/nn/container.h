@@ -19,7 +19,10 @@
 namespace ember::nn {
 
 // forward(x) runs x through every member in order; an empty Sequential is
-// the identity.
+// the identity. A Linear with a bias directly followed by a GELU (both of
+// exactly those classes) runs as one linear_gelu (ember/core/ops.h): the
+// same result and gradients, and on CUDA with GELU("tanh") one GEMM whose
+// epilogue adds the bias and applies the GELU.
 class Sequential : public UnaryModule {
  public:
   Sequential() = default;

@@ -192,6 +192,49 @@ TEST(LinearGeluFused, NoGraphWithoutGrad) {
   EXPECT_EQ(FakeGeluKernel::calls, 2);
 }
 
+// nn::Sequential runs a Linear with a bias followed by a GELU as one
+// linear_gelu: the fused kernel once, the composition's values and
+// gradients. A Linear without bias, a subclass of Linear (its forward may
+// differ) or another order are run member by member.
+TEST(LinearGeluFused, SequentialFusesLinearThenGelu) {
+  FakeGeluScope fake;
+  auto seq = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(6, 9), std::make_shared<nn::GELU>("tanh"),
+                                              std::make_shared<nn::Linear>(9, 2));
+  seq->to(DType::Float64);
+  Tensor x = random({4, 6}, DType::Float64, 5).set_requires_grad();
+  Tensor y = (*seq)(x);
+  EXPECT_EQ(FakeGeluKernel::calls, 1);
+  auto l0 = seq->at<nn::Linear>(0), l2 = seq->at<nn::Linear>(2);
+  Tensor xc = x.detach().set_requires_grad();
+  Tensor w0 = l0->weight.detach().set_requires_grad(), b0 = l0->bias.detach().set_requires_grad();
+  Tensor ref = linear(gelu(linear(xc, w0, b0), "tanh"), l2->weight.detach(), l2->bias.detach());
+  EXPECT_TRUE(allclose(y.detach(), ref.detach(), 1e-14, 1e-14));
+  Tensor g = random(y.shape(), DType::Float64, 6);
+  y.backward(g);
+  ref.backward(g);
+  EXPECT_TRUE(allclose(x.grad(), xc.grad(), 1e-12, 1e-12));
+  EXPECT_TRUE(allclose(l0->weight.grad(), w0.grad(), 1e-12, 1e-12));
+  EXPECT_TRUE(allclose(l0->bias.grad(), b0.grad(), 1e-12, 1e-12));
+
+  struct ScaledLinear : nn::Linear {
+    using nn::Linear::Linear;
+    Tensor forward(const Tensor& input) override { return nn::Linear::forward(input) * 2.0; }
+  };
+  FakeGeluKernel::calls = 0;
+  for (auto first : {std::shared_ptr<nn::UnaryModule>(std::make_shared<nn::Linear>(6, 9, false)),
+                     std::shared_ptr<nn::UnaryModule>(std::make_shared<ScaledLinear>(6, 9))}) {
+    auto unfused = std::make_shared<nn::Sequential>(first, std::make_shared<nn::GELU>("tanh"));
+    unfused->to(DType::Float64);
+    Tensor expect = gelu((*first)(x.detach()), "tanh");
+    EXPECT_TRUE(equal((*unfused)(x.detach()), expect)) << first->name();
+  }
+  auto reversed =
+      std::make_shared<nn::Sequential>(std::make_shared<nn::GELU>("tanh"), std::make_shared<nn::Linear>(6, 9));
+  reversed->to(DType::Float64);
+  (void)(*reversed)(x.detach());
+  EXPECT_EQ(FakeGeluKernel::calls, 0);
+}
+
 // Under autocast, linear_gelu is gelu(linear()) under autocast: the product
 // in the lower precision, the gradients to the float32 parameters in float32.
 TEST(LinearGelu, AutocastBehavesAsTheComposition) {
