@@ -61,13 +61,9 @@ Tensor Block::attention(const Tensor& x) {
   return p > 0 ? nn::functional::dropout(out, p, true) : out;
 }
 
-Tensor Block::feed_forward(const Tensor& x) {
-  return (*mlp_drop)((*proj)(nn::functional::linear_gelu(x, fc->weight, fc->bias, gelu->approximate)));
-}
-
 Tensor Block::forward(const Tensor& x) {
   const Tensor y = x + attention((*ln1)(x));
-  return y + feed_forward((*ln2)(y));
+  return y + (*mlp)((*ln2)(y));
 }
 
 Gpt::Gpt(const GptConfig& config) : config(config) {

@@ -27,11 +27,9 @@
 // Parameters: (vocab + context) width + layers (12 width^2 + 13 width)
 // + 2 width, plus vocab width for an untied head.
 //
-// The block runs mlp's first Linear and its GELU as one op,
-// ember::linear_gelu on that Linear's weight and bias (on CUDA with "tanh",
-// the bias and the GELU in the GEMM's epilogue): the values and gradients
-// of mlp's own forward, which stays the module a state dict and a printout
-// show (mlp.0, mlp.2: the names of ember-gpt's checkpoints).
+// mlp's first Linear and its GELU run as one op: nn::Sequential runs a
+// Linear followed by a GELU as ember::linear_gelu (on CUDA with "tanh", the
+// bias and the GELU in the GEMM's epilogue).
 //
 // Initialization (config.init):
 //   Gpt2     GPT-2's (nanoGPT's): every Linear weight and both embeddings
@@ -93,8 +91,6 @@ class Block : public nn::UnaryModule {
   explicit Block(const GptConfig& config);
   // x (B, T, width) -> (B, T, width)
   Tensor forward(const Tensor& x) override;
-  // x (B, T, width) -> mlp(x), its Linear and GELU fused (see above)
-  Tensor feed_forward(const Tensor& x);
   std::shared_ptr<nn::Module> clone() const override { return clone_as<Block>(config); }
 
   const GptConfig config;
