@@ -79,8 +79,8 @@ class GptBlock(nn.Module):
 
     def attention(self, h):
         b, t, width = h.shape
-        qkv = self.attn_qkv(h).view(b, t, 3, self.heads, -1)
-        q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))  # (B, H, T, D) views
+        # (B, H, T, D) views of the three thirds (nanoGPT's split, as ember's model)
+        q, k, v = (x.view(b, t, self.heads, -1).transpose(1, 2) for x in self.attn_qkv(h).split(width, dim=2))
         return self.attn_proj(causal_attention(q, k, v).transpose(1, 2).reshape(b, t, width))
 
 

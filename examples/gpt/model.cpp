@@ -52,10 +52,14 @@ Block::Block(const GptConfig& config) : config(config) {
 
 Tensor Block::attention(const Tensor& x) {
   const int64_t B = x.size(0), T = x.size(1), C = config.width, H = config.heads;
-  // (B, T, 3C) -> (3, B, H, T, hd): q, k and v are strided views of one tensor.
-  const Tensor qkv = (*attn_qkv)(x).view({B, T, 3, H, C / H}).permute({2, 0, 3, 1, 4});
+  // (B, T, 3C) -> three (B, H, T, hd) strided views of one tensor. split's
+  // backward is one cat of the three gradients, which the attention writes
+  // in (B, T, H, hd) layout: the way back to (B, T, 3C) copies nothing else.
+  const TensorList qkv = split((*attn_qkv)(x), C, 2);
+  const auto heads = [&](const Tensor& t) { return t.view({B, T, H, C / H}).transpose(1, 2); };
   const double p = is_training() ? config.dropout : 0.0;
-  const Tensor y = nn::functional::scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], {}, p, /*is_causal=*/true);
+  const Tensor y = nn::functional::scaled_dot_product_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), {}, p,
+                                                                /*is_causal=*/true);
   // (B, H, T, hd) -> (B, T, C)
   Tensor out = (*attn_proj)(y.transpose(1, 2).reshape({B, T, C}));
   return p > 0 ? nn::functional::dropout(out, p, true) : out;

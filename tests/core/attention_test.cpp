@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "ember/core/cpu_allocator.h"
+#include "ember/core/ops/attention.h"
 #include "ember/core/ops/attention_kernels.h"
 #include "ember/ember.h"
 #include "support/error_message.h"
@@ -145,6 +146,35 @@ TEST(Attention, TransposedInputsGiveATransposableOutput) {
   Tensor out = scaled_dot_product_attention(q, k, v);
   EXPECT_EQ(out.shape(), (Shape{2, 3, 5, 4}));
   EXPECT_TRUE(out.transpose(1, 2).is_contiguous());
+}
+
+TEST(Attention, GradientsOfTransposedInputsComeInTheirLayout) {
+  // q, k and v as (B, H, T, E) views of thirds of one (B, T, 3 H E)
+  // projection (a GPT's split): each gradient is laid out as its input, so
+  // that the way back through the transpose, the view and split's cat
+  // copies nothing more; and it equals the composed form's.
+  const int64_t B = 2, T = 5, H = 3, E = 4;
+  Tensor qkv = randn({B, T, 3 * H * E}, DType::Float64).set_requires_grad();
+  const TensorList parts = split(qkv, H * E, 2);
+  TensorList heads;
+  for (const Tensor& part : parts) heads.push_back(part.view({B, T, H, E}).transpose(1, 2));
+  bool all_transposable = true;
+  for (Tensor& t : heads) {
+    t.register_hook([&](const Tensor& g) {
+      all_transposable = all_transposable && g.transpose(1, 2).is_contiguous();
+      return Tensor();
+    });
+  }
+  Tensor out = scaled_dot_product_attention(heads[0], heads[1], heads[2], {}, 0.0, true);
+  const Tensor grad_out = randn(out.shape(), DType::Float64);
+  out.backward(grad_out);
+  EXPECT_TRUE(all_transposable) << "a gradient of a (B, T, H, E) input was not laid out as it";
+  Tensor ref_qkv = qkv.detach().set_requires_grad();
+  TensorList ref;
+  for (const Tensor& part : split(ref_qkv, H * E, 2)) ref.push_back(part.view({B, T, H, E}).transpose(1, 2));
+  detail::scaled_dot_product_attention_composed(ref[0], ref[1], ref[2], {}, 0.0, true, std::nullopt, nullptr)
+      .first.backward(grad_out);
+  EXPECT_TRUE(allclose(qkv.grad(), ref_qkv.grad(), 1e-12, 1e-12));
 }
 
 AttentionArgs g_seen;  // the last forward call's arguments

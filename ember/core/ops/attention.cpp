@@ -105,14 +105,18 @@ Shape with_rows(Shape batch, int64_t rows, int64_t cols) {
   return batch;
 }
 
-// The output, dense: as (B, L, H, Ev) transposed when query is a (B, L, H, E)
-// layout seen as (B, H, L, E), so that the caller's transpose back to
-// (B, L, H * Ev) is a view; else contiguous.
-Tensor empty_output(const Shape& batch, int64_t L, int64_t Ev, const Tensor& q4, DType dtype, Device device) {
-  if (batch.size() == 2 && q4.stride(1) < q4.stride(2)) {
-    return empty({batch[0], L, batch[1], Ev}, dtype, device).transpose(1, 2);
+// A dense batch + [rows, cols] tensor laid out as `like4` (a kernel view):
+// as (B, rows, H, cols) transposed when like4 is a (B, rows, H, cols)
+// layout seen as (B, H, rows, cols), so that the caller's transpose back to
+// (B, rows, H * cols) is a view (the output after query's layout; each
+// gradient after its input's, so that a gradient flowing back through that
+// transpose and a view needs no copy); else contiguous.
+Tensor empty_in_layout_of(const Tensor& like4, const Shape& batch, int64_t rows, int64_t cols, DType dtype,
+                          Device device) {
+  if (batch.size() == 2 && like4.stride(1) < like4.stride(2)) {
+    return empty({batch[0], rows, batch[1], cols}, dtype, device).transpose(1, 2);
   }
-  return empty(with_rows(batch, L, Ev), dtype, device);
+  return empty(with_rows(batch, rows, cols), dtype, device);
 }
 
 }  // namespace
@@ -214,7 +218,7 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
     Tensor m = attn_mask.dtype() == DType::Bool ? attn_mask.detach() : attn_mask.detach().to(query.dtype());
     mask4 = as_heads(m, batch, L, S, false);
   }
-  Tensor out = empty_output(batch, L, Ev, q4, query.dtype(), device);
+  Tensor out = empty_in_layout_of(q4, batch, L, Ev, query.dtype(), device);
   Tensor out4 = as_heads(out, batch, L, Ev, true);
   const int64_t B = q4.size(0), H = q4.size(1);
   Tensor lse = empty({B, H, L}, attention_stats_dtype(query.dtype()), device);
@@ -269,9 +273,9 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
       Tensor vv = as_heads(sv.unpack(kBackward).detach(), batch, S, Ev, true);
       Tensor ov = as_heads(so.unpack(kBackward).detach(), batch, L, Ev, true);
       Tensor go = as_heads(g[0], batch, L, Ev, true);
-      Tensor dq = empty(with_rows(batch, L, E), a.dtype, device);
-      Tensor dk = empty(with_rows(batch, S, E), a.dtype, device);
-      Tensor dv = empty(with_rows(batch, S, Ev), a.dtype, device);
+      Tensor dq = empty_in_layout_of(qv, batch, L, E, a.dtype, device);
+      Tensor dk = empty_in_layout_of(kv, batch, S, E, a.dtype, device);
+      Tensor dv = empty_in_layout_of(vv, batch, S, Ev, a.dtype, device);
       if (!work) {
         dq.zero_();
         dk.zero_();
