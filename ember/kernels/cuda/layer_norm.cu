@@ -9,9 +9,17 @@
 // and keeps Welford statistics (each vector's own mean and M2 merged into
 // the thread's, one division per vector), merged across the block; pass 2
 // re-reads the row (from L2: a block's row was just read) and writes y.
-// Backward: one block per row for dx (two block sums, then dx), and a
-// column kernel for dweight/dbias: each block sums 32 columns over a slice of
-// the rows into a float partial buffer, and a last kernel adds the slices.
+// Backward with dweight or dbias, rows of up to kRowThreads * kOnePassVecs
+// vectors (4096 float32, 8192 half): one pass over the data. A grid of a few blocks per SM walks the
+// rows (block b takes rows b, b + grid, ...); for each row a block keeps
+// x and dy in registers, computes dx (two block sums), and each thread adds
+// its columns' dy * xhat and dy to running sums in registers (a thread
+// always holds the same columns). Each block writes its sums to a float
+// partial buffer, and a last kernel adds the blocks' partials in block
+// order: deterministic for a given device, no atomics. Otherwise (no
+// parameter gradients, or longer or unaligned rows): one block per row for
+// dx (two block sums, then dx), and a column kernel for dweight/dbias: each
+// block sums 32 columns over a slice of the rows into the partial buffer.
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
@@ -25,7 +33,9 @@ namespace ember::cuda {
 namespace {
 
 constexpr int kRowThreads = 256;
-constexpr int kCachedVecs = 8;  // vectors of a row each thread keeps in registers
+constexpr int kCachedVecs = 8;          // vectors of a row each thread keeps in registers
+constexpr int kOnePassBlocksPerSm = 2;  // the one-pass backward's grid
+constexpr int kOnePassVecs = 4;         // its longest rows, in vectors per thread (more would spill)
 
 template <typename T, int V>
 __device__ __forceinline__ void load_acc(const T* p, acc_t<T> (&out)[V]) {
@@ -173,6 +183,82 @@ __global__ void layer_norm_backward_dx_kernel(LayerNormArgs a) {
   }
 }
 
+// The one-pass backward (see the top): NV vectors of V elements per thread
+// and row, the rows of block b being b, b + gridDim.x, ... Its partial sums
+// go to partial_w / partial_b [gridDim.x][cols].
+template <typename T, typename S, int V, int NV>
+__global__ void __launch_bounds__(kRowThreads)
+    layer_norm_backward_cached_kernel(LayerNormArgs a, S* partial_w, S* partial_b) {
+  using A = acc_t<T>;
+  __shared__ S shared[32];
+  const T* w = static_cast<const T*>(a.weight);
+  const int64_t first = int64_t(threadIdx.x) * V, stride = int64_t(kRowThreads) * V;
+  const S inv_n = S(1) / S(a.cols);
+  S wv[NV][V];
+#pragma unroll
+  for (int k = 0; k < NV; ++k) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const int64_t c = first + k * stride + j;
+      wv[k][j] = w && c < a.cols ? S(to_acc(w[c])) : S(1);
+    }
+  }
+  S dw[NV][V] = {}, db[NV][V] = {};
+  for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
+    const T* x = static_cast<const T*>(a.x) + row * a.cols;
+    const T* gy = static_cast<const T*>(a.grad_y) + row * a.cols;
+    T* gx = static_cast<T*>(a.grad_x) + row * a.cols;
+    const S mean = static_cast<const S*>(a.mean)[row], rstd = static_cast<const S*>(a.rstd)[row];
+    A xv[NV][V], gv[NV][V];
+#pragma unroll
+    for (int k = 0; k < NV; ++k) {
+      if (first + k * stride < a.cols) {
+        load_acc<T, V>(x + first + k * stride, xv[k]);
+        load_acc<T, V>(gy + first + k * stride, gv[k]);
+      }
+    }
+    S sum_dxhat = 0, sum_dxhat_xhat = 0;
+#pragma unroll
+    for (int k = 0; k < NV; ++k) {
+      if (first + k * stride >= a.cols) continue;
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        const S xhat = (S(xv[k][j]) - mean) * rstd;
+        const S dxhat = S(gv[k][j]) * wv[k][j];
+        sum_dxhat += dxhat;
+        sum_dxhat_xhat += dxhat * xhat;
+        dw[k][j] += S(gv[k][j]) * xhat;
+        db[k][j] += S(gv[k][j]);
+      }
+    }
+    sum_dxhat = block_sum(sum_dxhat, shared);
+    sum_dxhat_xhat = block_sum(sum_dxhat_xhat, shared);
+#pragma unroll
+    for (int k = 0; k < NV; ++k) {
+      const int64_t c = first + k * stride;
+      if (c >= a.cols) continue;
+      Vec<T, V> out;
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        const S xhat = (S(xv[k][j]) - mean) * rstd;
+        const S dxhat = S(gv[k][j]) * wv[k][j];
+        out.v[j] = from_acc<T>(A(rstd * (dxhat - inv_n * sum_dxhat - xhat * inv_n * sum_dxhat_xhat)));
+      }
+      store_vec(gx + c, out);
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < NV; ++k) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const int64_t c = first + k * stride + j;
+      if (c >= a.cols) continue;
+      partial_w[int64_t(blockIdx.x) * a.cols + c] = dw[k][j];
+      partial_b[int64_t(blockIdx.x) * a.cols + c] = db[k][j];
+    }
+  }
+}
+
 // Block (32, 8): 32 columns; the 8 thread rows and gridDim.y blocks split the rows.
 template <typename T, typename S>
 __global__ void layer_norm_backward_params_kernel(LayerNormArgs a, S* partial_w, S* partial_b) {
@@ -244,16 +330,43 @@ void forward(const LayerNormArgs& a) {
   });
 }
 
+// The one-pass backward (dx, dweight and dbias) when it takes the call:
+// parameter gradients asked for, V-element vectors, rows of at most
+// kOnePassVecs vectors per thread. Returns whether it ran.
+template <typename T, typename S, int V>
+bool one_pass_backward(const LayerNormArgs& a, cudaStream_t stream) {
+  const int64_t vecs = (a.cols + int64_t(kRowThreads) * V - 1) / (int64_t(kRowThreads) * V);  // per thread
+  if ((!a.grad_weight && !a.grad_bias) || vecs > kOnePassVecs) return false;
+  const int blocks =
+      int(std::min<int64_t>(a.rows, int64_t(kOnePassBlocksPerSm) * properties(a.device).multiprocessor_count));
+  Tensor partial = empty({2, blocks, a.cols}, layer_norm_stats_dtype(a.dtype), cuda_device(a.device));
+  S* pw = static_cast<S*>(partial.data_ptr());
+  S* pb = pw + int64_t(blocks) * a.cols;
+  const auto launch = [&]<int NV>() {
+    layer_norm_backward_cached_kernel<T, S, V, NV><<<unsigned(blocks), kRowThreads, 0, stream>>>(a, pw, pb);
+    EMBER_CUDA_CHECK_LAUNCH();
+  };
+  if (vecs == 1) launch.template operator()<1>();
+  else if (vecs == 2) launch.template operator()<2>();
+  else launch.template operator()<kOnePassVecs>();
+  layer_norm_sum_partials_kernel<T, S><<<unsigned((a.cols + 255) / 256), 256, 0, stream>>>(a, pw, pb, blocks);
+  EMBER_CUDA_CHECK_LAUNCH();
+  return true;
+}
+
 void backward(const LayerNormArgs& a) {
   DeviceGuard guard(a.device);
   cudaStream_t stream = current_stream(a.device).handle();
   EMBER_DISPATCH_FLOAT(a.dtype, "layer_norm_backward", [&]<typename T>() {
     using S = std::conditional_t<std::is_same_v<T, double>, double, float>;
+    bool done = false;
     with_vector_width<T>(a.cols, {a.x, a.grad_y, a.grad_x}, [&]<int V>() {
+      if constexpr (V > 1) done = one_pass_backward<T, S, V>(a, stream);
+      if (done) return;
       layer_norm_backward_dx_kernel<T, S, V><<<unsigned(a.rows), kRowThreads, 0, stream>>>(a);
       EMBER_CUDA_CHECK_LAUNCH();
     });
-    if (!a.grad_weight && !a.grad_bias) return;
+    if (done || (!a.grad_weight && !a.grad_bias)) return;
     int64_t col_blocks = (a.cols + 31) / 32;
     int slices = int(std::clamp<int64_t>(4 * properties(a.device).multiprocessor_count / col_blocks, 1,
                                          std::min<int64_t>((a.rows + 7) / 8, 1024)));

@@ -30,6 +30,33 @@ TEST(CudaLayerNorm, ForwardAndBackwardMatchCpu) {
   }
 }
 
+// Many rows per block: the one-pass backward (dx, dweight and dbias from one
+// read of the rows, for rows of up to 4 vectors per thread) walks several
+// rows in each block and sums the blocks' parameter partials; a weight
+// without a bias asks for dweight alone. Widths of 1, 2 and 4 vectors per
+// thread, and one past them (the two-kernel path).
+TEST(CudaLayerNorm, ManyRowsMatchCpu) {
+  EMBER_REQUIRE_CUDA();
+  for (DType dt : {DType::Float32, DType::Float64, DType::BFloat16}) {
+    for (int64_t cols : {768, 1000, 2048, 4104}) {
+      Generator g{uint64_t(cols) + 7};
+      Tensor x = (randn({1031, cols}, DType::Float32, kCPU, &g) * 2.0 + 0.5).to(dt).set_requires_grad();
+      Tensor w = randn({cols}, DType::Float32, kCPU, &g).to(dt).set_requires_grad();
+      Tensor b = randn({cols}, DType::Float32, kCPU, &g).to(dt).set_requires_grad();
+      testing::Tolerance tol = testing::tolerance_for(dt);
+      if (dt == DType::Float32) tol = {1e-4, 1e-4};  // parameter sums over 1031 rows in another order
+      if (dt == DType::BFloat16) tol = {2e-2, 2e-2};
+      EXPECT_TRUE(testing::cuda_matches_cpu(
+          [cols](const TensorList& in) { return TensorList{layer_norm(in[0], {cols}, in[1], in[2])}; }, {x, w, b},
+          /*grads=*/true, tol))
+          << dtype_name(dt) << " cols=" << cols;
+      EXPECT_TRUE(testing::cuda_matches_cpu(
+          [cols](const TensorList& in) { return TensorList{layer_norm(in[0], {cols}, in[1])}; }, {x, w}, true, tol))
+          << dtype_name(dt) << " cols=" << cols << " (weight only)";
+    }
+  }
+}
+
 // A contiguous view that starts one element into its storage: no 16-byte
 // vectors may be used on it.
 TEST(CudaLayerNorm, MisalignedRowsMatchCpu) {
