@@ -18,9 +18,15 @@
 // the forward (five matmuls against two), so fwd+bwd counts 3.5x the
 // forward's FLOPs. A shape that runs out of device memory reads "OOM".
 //
+// On CUDA, --path times each listed path of the fused attention
+// (ember/kernels/cuda/attention_path.h), forced for both directions: auto
+// (the faster fused route per shape, chosen at the shape's first call, a
+// warm-up), tensor_core (ember's kernels), cudnn (cuDNN's fused attention),
+// simt; a path that cannot take a shape reads "failed", its reason on stderr.
+//
 //   attention [--tokens 16384,65536] [--width 2048] [--head-dims 64,128]
 //             [--contexts 1024,2048,4096] [--dtypes bf16,fp16] [--steps 20]
-//             [--warmup 5] [--device cpu|cuda]
+//             [--warmup 5] [--device cpu|cuda] [--path auto,tensor_core,cudnn,simt]
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -30,6 +36,7 @@
 #include "ember/ember.h"
 #if EMBER_WITH_CUDA
 #include "ember/core/cuda/device.h"
+#include "ember/kernels/cuda/attention_path.h"
 #endif
 
 namespace {
@@ -38,7 +45,7 @@ using namespace ember;
 
 struct Options {
   std::vector<int64_t> tokens, head_dims, contexts;
-  std::vector<std::string> dtypes;
+  std::vector<std::string> dtypes, paths;
   int64_t width = 2048;
   int steps = 20, warmup = 5;
   Device device = kCPU;
@@ -74,10 +81,31 @@ std::pair<double, double> measure(const Options& o, const Shape4& s, DType dtype
   return {forward_ms, both_ms};
 }
 
+#if EMBER_WITH_CUDA
+// Forces the fused attention path named `name` (attention_path_name's names)
+// for the scope.
+class ForcedPath {
+ public:
+  explicit ForcedPath(const std::string& name) : before_(cuda::forced_attention_path()) {
+    for (cuda::AttentionPath p : {cuda::AttentionPath::Auto, cuda::AttentionPath::Simt, cuda::AttentionPath::TensorCore,
+                                  cuda::AttentionPath::Cudnn}) {
+      if (name == cuda::attention_path_name(p)) cuda::force_attention_path(p);
+    }
+  }
+  ~ForcedPath() { cuda::force_attention_path(before_); }
+  ForcedPath(const ForcedPath&) = delete;
+  ForcedPath& operator=(const ForcedPath&) = delete;
+
+ private:
+  cuda::AttentionPath before_;
+};
+#endif
+
 Options parse(int argc, char** argv) {
   bench::Flags flags(argc, argv,
                      "attention [--tokens 16384,65536] [--width 2048] [--head-dims 64,128] [--contexts 1024,2048,4096] "
-                     "[--dtypes bf16,fp16] [--steps N] [--warmup N] [--device cpu|cuda]");
+                     "[--dtypes bf16,fp16] [--steps N] [--warmup N] [--device cpu|cuda] "
+                     "[--path auto,tensor_core,cudnn,simt]");
   Options o;
   o.device = flags.device();
   o.tokens = flags.counts("--tokens", {16384, 65536}, int64_t(1) << 30);
@@ -87,6 +115,10 @@ Options parse(int argc, char** argv) {
   o.dtypes = flags.list("--dtypes", {"bf16", "fp16"}, {"bf16", "fp16"});
   o.steps = int(flags.count("--steps", o.steps, 100000));
   o.warmup = int(flags.count("--warmup", o.warmup, 100000));
+  o.paths = flags.list("--path", {"auto"}, {"auto", "tensor_core", "cudnn", "simt"});
+  if (o.device.type != DeviceType::CUDA && o.paths != std::vector<std::string>{"auto"}) {
+    flags.fail("--path chooses among the CUDA kernels; on the CPU leave it out");
+  }
   for (const int64_t d : o.head_dims) {
     if (o.width % d != 0)
       flags.fail("--width " + std::to_string(o.width) + " must be a multiple of every --head-dims, not of " +
@@ -125,14 +157,20 @@ int main(int argc, char** argv) {
           const std::string row =
               bench::format("%s | %lld | %lld | %lld | %lld", name.c_str(), static_cast<long long>(d),
                             static_cast<long long>(t), static_cast<long long>(s.B), static_cast<long long>(s.H));
-          const std::string cells = bench::cells_or_error(row, 3, failed, [&] {
-            const auto [fwd, both] = measure(o, s, dtype);
-            const double flops = forward_flops(s);
-            return bench::format(" | %.3f | %.1f | %.3f | %.1f", fwd, flops / (fwd * 1e-3) / 1e12, both,
-                                 3.5 * flops / (both * 1e-3) / 1e12);
-          });
-          std::printf("| ember | %s%s |\n", row.c_str(), cells.c_str());
-          std::fflush(stdout);
+          for (const std::string& path : o.paths) {
+            const std::string system = path == "auto" ? "ember" : "ember " + path;
+            const std::string cells = bench::cells_or_error(system + " | " + row, 3, failed, [&] {
+#if EMBER_WITH_CUDA
+              const ForcedPath forced(path);
+#endif
+              const auto [fwd, both] = measure(o, s, dtype);
+              const double flops = forward_flops(s);
+              return bench::format(" | %.3f | %.1f | %.3f | %.1f", fwd, flops / (fwd * 1e-3) / 1e12, both,
+                                   3.5 * flops / (both * 1e-3) / 1e12);
+            });
+            std::printf("| %s | %s%s |\n", system.c_str(), row.c_str(), cells.c_str());
+            std::fflush(stdout);
+          }
         }
       }
     }

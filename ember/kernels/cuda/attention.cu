@@ -1,8 +1,9 @@
 // CUDA fused attention (contract in ember/core/ops/attention_kernels.h): the
-// launchers try the tensor-core path first (float16/bfloat16,
-// ember/kernels/cuda/attention_tensor_core.h) and run these SIMT kernels for
-// every call it declines: every float dtype and head_dim up to 256
-// (value_dim == head_dim, which the front-end guarantees on CUDA).
+// launchers try the fused routes first (float16/bfloat16,
+// ember/kernels/cuda/attention_route.h: ember's tensor-core path or cuDNN's
+// fused attention, whichever is faster for the shape) and run these SIMT
+// kernels for every call they decline: every float dtype and head_dim up to
+// 256 (value_dim == head_dim, which the front-end guarantees on CUDA).
 //
 // Layout shared by every kernel here: a block works on tiles of R rows (R
 // query rows and R keys, R from tile_rows: 8 to 32 so the staged tiles fit
@@ -38,7 +39,7 @@
 #include "ember/core/cuda/stream.h"
 #include "ember/core/ops/attention_kernels.h"
 #include "ember/kernels/acc_type.h"
-#include "ember/kernels/cuda/attention_tensor_core.h"
+#include "ember/kernels/cuda/attention_route.h"
 #include "ember/kernels/cuda/common/block_reduce.cuh"
 #include "ember/kernels/cuda/common/elementwise_launch.cuh"
 #include "ember/kernels/cuda/common/grid_math.h"
@@ -491,7 +492,7 @@ void forward(const AttentionArgs& a) {
   constexpr const char* op = "scaled_dot_product_attention";
   DeviceGuard guard(a.device);
   cudaStream_t stream = current_stream(a.device).handle();
-  if (attention_tensor_core_forward(a, stream)) return;
+  if (attention_route_forward(a, stream)) return;
   if (a.batch * a.heads * a.q_len == 0) return;
   EMBER_DISPATCH_FLOAT(a.dtype, op, [&]<typename T>() {
     with_head_dim(a, op, [&]<int D>() {
@@ -508,7 +509,7 @@ void backward(const AttentionArgs& a) {
   constexpr const char* op = "scaled_dot_product_attention_backward";
   DeviceGuard guard(a.device);
   cudaStream_t stream = current_stream(a.device).handle();
-  if (attention_tensor_core_backward(a, stream)) return;
+  if (attention_route_backward(a, stream)) return;
   if (a.batch * a.heads == 0 || a.q_len + a.kv_len == 0) return;
   EMBER_DISPATCH_FLOAT(a.dtype, op, [&]<typename T>() {
     with_head_dim(a, op, [&]<int D>() {

@@ -39,7 +39,6 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
@@ -658,8 +657,6 @@ __global__ void __launch_bounds__(kThreads)
 // kernel launchers
 // ---------------------------------------------------------------------------
 
-std::atomic<AttentionPath> forced_path{AttentionPath::Auto};
-
 constexpr size_t forward_shared_bytes(int d) { return size_t(kRowsPerBlock + 2 * kv_block(d)) * size_t(d + kPad) * 2; }
 constexpr size_t backward_kv_shared_bytes(int d) {
   return size_t(2 * kRowsPerBlock + 4 * q_block_backward(d)) * size_t(d + kPad) * 2 +
@@ -705,11 +702,11 @@ const char* cannot_take(const AttentionArgs& a, bool backward) {
   return nullptr;
 }
 
-// Whether to take `a`: Auto takes what it can, Simt nothing, TensorCore
-// everything or throws.
+// Whether to take `a`: Auto takes what it can, Simt and Cudnn nothing,
+// TensorCore everything or throws.
 bool takes(const AttentionArgs& a, bool backward) {
-  const AttentionPath forced = forced_path.load(std::memory_order_relaxed);
-  if (forced == AttentionPath::Simt) return false;
+  const AttentionPath forced = forced_attention_path();
+  if (forced == AttentionPath::Simt || forced == AttentionPath::Cudnn) return false;
   const char* why = cannot_take(a, backward);
   if (forced == AttentionPath::Auto) return why == nullptr;
   EMBER_CHECK(!why, (backward ? "scaled_dot_product_attention backward" : "scaled_dot_product_attention")
@@ -790,18 +787,6 @@ bool run(const AttentionArgs& a, cudaStream_t stream, bool is_backward) {
 }
 
 }  // namespace
-
-const char* attention_path_name(AttentionPath path) {
-  switch (path) {
-    case AttentionPath::Auto: return "auto";
-    case AttentionPath::Simt: return "simt";
-    case AttentionPath::TensorCore: return "tensor_core";
-  }
-  return "unknown";
-}
-
-AttentionPath force_attention_path(AttentionPath path) { return forced_path.exchange(path); }
-AttentionPath forced_attention_path() { return forced_path.load(); }
 
 bool attention_tensor_core_forward(const AttentionArgs& a, cudaStream_t stream) { return run(a, stream, false); }
 bool attention_tensor_core_backward(const AttentionArgs& a, cudaStream_t stream) { return run(a, stream, true); }

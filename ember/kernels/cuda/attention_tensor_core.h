@@ -1,8 +1,9 @@
 // The tensor-core path of CUDA fused attention (contract of the kernels in
 // ember/core/ops/attention_kernels.h): FlashAttention-2 kernels on
 // mma.sync for float16 and bfloat16 with float32 accumulation, on sm_80 and
-// newer. ember/kernels/cuda/attention.cu calls these first and runs its SIMT
-// kernels when they decline. Internal header (it includes
+// newer. ember/kernels/cuda/attention_route.h calls these (or cuDNN's fused
+// attention, where it is faster), and ember/kernels/cuda/attention.cu runs its
+// SIMT kernels when the fused routes decline. Internal header (it includes
 // cuda_runtime_api.h): only .cu/.cpp files of ember include it.
 //
 // Contract:
@@ -17,8 +18,9 @@
 //   nothing and return false. Causal, masks and dropout are all taken. The
 //   backward is deterministic (no atomics). Neither synchronizes the host.
 // - force_attention_path (ember/kernels/cuda/attention_path.h): with
-//   AttentionPath::Simt both functions return false; with TensorCore, a call
-//   they cannot take is an ember::Error naming the path, the shape and why.
+//   AttentionPath::Simt or Cudnn both functions return false; with
+//   TensorCore, a call they cannot take is an ember::Error naming the path,
+//   the shape and why.
 #pragma once
 
 #include <cuda_runtime_api.h>

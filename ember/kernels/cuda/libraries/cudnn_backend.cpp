@@ -96,11 +96,15 @@ struct ThreadHandles {
   }
 };
 
+ThreadHandles& thread_handles() {
+  thread_local ThreadHandles mine;
+  return mine;
+}
+
 }  // namespace
 
 cudnnHandle_t handle_for(int device, cudaStream_t stream, const char* what) {
-  thread_local ThreadHandles mine;
-  cudnnHandle_t& h = mine.handles[size_t(device)];
+  cudnnHandle_t& h = thread_handles().handles[size_t(device)];
   if (h == nullptr) {
     detail::check_not_capturing(device, what,
                                 "it takes the thread's cuDNN handle, which may allocate on the device; run the work "
@@ -110,6 +114,8 @@ cudnnHandle_t handle_for(int device, cudaStream_t stream, const char* what) {
   EMBER_CUDNN_CHECK(cudnnSetStream(h, stream));
   return h;
 }
+
+bool thread_has_handle(int device) { return thread_handles().handles[size_t(device)] != nullptr; }
 
 // ---------------- graphs and plans ----------------
 

@@ -15,7 +15,8 @@
 //   on a device takes a handle that an ended thread gave back, or creates
 //   one; while the thread captures a CUDA graph on the device that first
 //   call is an ember::Error naming `what` (a new handle may allocate on the
-//   device). Handles live as long as the process.
+//   device). Handles live as long as the process. thread_has_handle(device)
+//   says whether this thread has taken its handle for `device`.
 // - declined(status): cuDNN declines an engine or a configuration
 //   (NOT_SUPPORTED or BAD_PARAM families), which is not a failure.
 // - operation_graph(ops, h): an operation graph of the operations, in order,
@@ -68,6 +69,7 @@ class Backend {
 };
 
 cudnnHandle_t handle_for(int device, cudaStream_t stream, const char* what);
+bool thread_has_handle(int device);
 
 bool declined(cudnnStatus_t status);
 
