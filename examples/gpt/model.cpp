@@ -2,6 +2,9 @@
 #include "examples/gpt/model.h"
 
 #include <cmath>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include "ember/core/error.h"
 #include "ember/core/grad_mode.h"
@@ -65,9 +68,18 @@ Tensor Block::attention(const Tensor& x) {
   return p > 0 ? nn::functional::dropout(out, p, true) : out;
 }
 
+namespace {
+
+// {x + delta, norm(x + delta)} as one op (ember::add_layer_norm).
+std::pair<Tensor, Tensor> add_then_norm(const Tensor& x, const Tensor& delta, const nn::LayerNorm& norm) {
+  return add_layer_norm(x, delta, norm.normalized_shape, norm.weight, norm.bias, norm.eps);
+}
+
+}  // namespace
+
 Tensor Block::forward(const Tensor& x) {
-  const Tensor y = x + attention((*ln1)(x));
-  return y + (*mlp)((*ln2)(y));
+  const auto [y, normed] = add_then_norm(x, attention((*ln1)(x)), *ln2);
+  return y + (*mlp)(normed);
 }
 
 Gpt::Gpt(const GptConfig& config) : config(config) {
@@ -91,8 +103,19 @@ Tensor Gpt::forward(const Tensor& ids) {
   const int64_t T = ids.size(1);
   EMBER_CHECK(T >= 1 && T <= config.context,
               "ember-gpt: a sequence of " << T << " tokens does not fit the context of " << config.context);
-  const Tensor x = (*drop)((*tok)(ids) + (*pos)(arange(T, DType::Int64, ids.device())));
-  return (*head)((*ln_f)((*blocks)(x)));
+  Tensor x = (*drop)((*tok)(ids) + (*pos)(arange(T, DType::Int64, ids.device())));
+  // The blocks' forwards, each residual add fused with the layer norm after
+  // it (the next block's ln1, or ln_f after the last block).
+  const std::vector<std::shared_ptr<nn::Module>> list = blocks->children();
+  if (list.empty()) return (*head)((*ln_f)(x));
+  Tensor normed = (*dynamic_cast<Block&>(*list.front()).ln1)(x);
+  for (size_t i = 0; i < list.size(); ++i) {
+    Block& block = dynamic_cast<Block&>(*list[i]);
+    auto [y, normed2] = add_then_norm(x, block.attention(normed), *block.ln2);
+    const nn::LayerNorm& next = i + 1 < list.size() ? *dynamic_cast<Block&>(*list[i + 1]).ln1 : *ln_f;
+    std::tie(x, normed) = add_then_norm(y, (*block.mlp)(normed2), next);
+  }
+  return (*head)(normed);
 }
 
 Tensor Gpt::loss(const Tensor& logits, const Tensor& target) {

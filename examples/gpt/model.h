@@ -29,7 +29,10 @@
 //
 // mlp's first Linear and its GELU run as one op: nn::Sequential runs a
 // Linear followed by a GELU as ember::linear_gelu (on CUDA with "tanh", the
-// bias and the GELU in the GEMM's epilogue).
+// bias and the GELU in the GEMM's epilogue). Each residual add and the layer
+// norm after it (ln2 in a block; the next block's ln1, or ln_f, after it)
+// run as one ember::add_layer_norm: Gpt::forward runs the blocks itself to
+// pair a block's last add with the next norm.
 //
 // Initialization (config.init):
 //   Gpt2     GPT-2's (nanoGPT's): every Linear weight and both embeddings
@@ -102,7 +105,7 @@ class Block : public nn::UnaryModule {
   std::shared_ptr<nn::GELU> gelu;
   std::shared_ptr<nn::Dropout> mlp_drop;
 
- private:
+  // x (B, T, width) after ln1 -> attn_proj(causal attention) (B, T, width)
   Tensor attention(const Tensor& x);
 };
 

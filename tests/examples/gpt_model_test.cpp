@@ -3,7 +3,8 @@
 // and of dp_vs_ddp's default GPT (head untied, 162,447,360), and the
 // formula at small shapes; the parameter names (ember-gpt's checkpoints and
 // benchmarks/torch_models.py use them); that each block's MLP reaches
-// linear_gelu's fused kernel; the two initializations;
+// linear_gelu's fused kernel; the forward with its fused residual norms
+// against the blocks' plain chain; the two initializations;
 // clone() keeping the tie or its absence.
 #include "examples/gpt/model.h"
 
@@ -118,6 +119,27 @@ TEST(GptModel, EachBlocksMlpRunsThroughLinearGelusFusedKernel) {
   const Tensor with_spy = model->forward(ids);
   EXPECT_EQ(CountingGeluKernel::calls, 2);  // one per block
   EXPECT_TRUE(testing::tensors_close(with_spy, unfused, {0, 0}));
+}
+
+// Gpt::forward runs the blocks itself, each residual add fused with the
+// layer norm after it: the logits and gradients of the plain chain, the
+// blocks' own forwards then ln_f and the head (float64).
+TEST(GptModel, ForwardEqualsTheBlocksChainInFloat64) {
+  manual_seed(7);
+  const auto model = std::make_shared<Gpt>(GptConfig{.vocab = 13, .layers = 3, .width = 8, .heads = 2, .context = 4});
+  model->to(DType::Float64);
+  const Tensor ids = randint(0, 13, {2, 4}, DType::Int64);
+  const Tensor logits = model->forward(ids);
+  const Tensor x = (*model->tok)(ids) + (*model->pos)(arange(4, DType::Int64));
+  const Tensor chained = (*model->head)((*model->ln_f)((*model->blocks)(x)));
+  EXPECT_TRUE(testing::tensors_close(logits, chained, {1e-12, 1e-12}));
+  const TensorList params = model->parameters();
+  const Tensor weights = randn(logits.shape(), DType::Float64);
+  const TensorList got = autograd::grad({(logits * weights).sum()}, params);
+  const TensorList want = autograd::grad({(chained * weights).sum()}, params);
+  for (size_t i = 0; i < params.size(); ++i) {
+    EXPECT_TRUE(testing::tensors_close(got[i], want[i], {1e-12, 1e-12})) << "parameter " << i;
+  }
 }
 
 // The standard deviation of a tensor's elements.

@@ -8,6 +8,16 @@
 // statistics are computed with Welford's algorithm. Backward takes the
 // saved mean and rstd and writes dx (dense [rows, cols]) and, when their
 // pointers are non-null, dweight and dbias (dense [cols], in x's dtype).
+//
+// The residual form (add_layer_norm's fused kernels, which may decline):
+// forward also reads residual (dense [rows, cols] of residual_dtype: x's
+// dtype, or float16/bfloat16 when x is float32), writes sum = x + residual
+// (rounded to x's dtype, as ember::add) and normalizes the sum instead of x.
+// Backward then takes x = the saved sum and grad_sum (dense [rows, cols] of
+// x's dtype, or null: zero) and writes grad_x = grad_sum + the layer norm's
+// input gradient and, when grad_residual is non-null, that same gradient
+// rounded to residual_dtype there. Each returns false, having written
+// nothing, when it does not take the call.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +43,12 @@ struct LayerNormArgs {
   void* grad_x = nullptr;
   void* grad_weight = nullptr;
   void* grad_bias = nullptr;
+  // the residual form only
+  const void* residual = nullptr;
+  DType residual_dtype = DType::Float32;
+  void* sum = nullptr;
+  const void* grad_sum = nullptr;
+  void* grad_residual = nullptr;
 };
 
 // The dtype mean and rstd are kept in for an input dtype.
@@ -41,5 +57,9 @@ inline DType layer_norm_stats_dtype(DType t) { return t == DType::Float64 ? DTyp
 using LayerNormKernelFn = void(const LayerNormArgs& args);
 extern KernelStub<LayerNormKernelFn> layer_norm_forward_stub;
 extern KernelStub<LayerNormKernelFn> layer_norm_backward_stub;
+
+using AddLayerNormKernelFn = bool(const LayerNormArgs& args);
+extern KernelStub<AddLayerNormKernelFn> add_layer_norm_forward_stub;
+extern KernelStub<AddLayerNormKernelFn> add_layer_norm_backward_stub;
 
 }  // namespace ember

@@ -90,7 +90,9 @@ __global__ void layer_norm_forward_kernel(LayerNormArgs a) {
   }
 }
 
-template <typename T, typename S, int V>
+// D: the residual's dtype in the residual form (kResidual: the row is
+// x + residual, rounded to T, and is written to a.sum), else unused.
+template <typename T, typename S, int V, typename D = T, bool kResidual = false>
 __global__ void __launch_bounds__(kRowThreads) layer_norm_forward_cached_kernel(LayerNormArgs a) {
   using A = acc_t<T>;
   __shared__ S shared[32];
@@ -105,6 +107,19 @@ __global__ void __launch_bounds__(kRowThreads) layer_norm_forward_cached_kernel(
 #pragma unroll
   for (int k = 0; k < kCachedVecs; ++k) {
     if (first + k * stride < a.cols) load_acc<T, V>(x + first + k * stride, v[k]);
+    if constexpr (kResidual) {
+      const int64_t c = first + k * stride;
+      if (c >= a.cols) continue;
+      acc_t<D> r[V];
+      load_acc<D, V>(static_cast<const D*>(a.residual) + row * a.cols + c, r);
+      Vec<T, V> sum;
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        sum.v[j] = from_acc<T>(A(v[k][j] + A(r[j])));
+        v[k][j] = to_acc(sum.v[j]);
+      }
+      store_vec(static_cast<T*>(a.sum) + row * a.cols + c, sum);
+    }
   }
   S sum = 0;
 #pragma unroll
@@ -186,7 +201,10 @@ __global__ void layer_norm_backward_dx_kernel(LayerNormArgs a) {
 // The one-pass backward (see the top): NV vectors of V elements per thread
 // and row, the rows of block b being b, b + gridDim.x, ... Its partial sums
 // go to partial_w / partial_b [gridDim.x][cols].
-template <typename T, typename S, int V, int NV>
+// In the residual form (kResidual), grad_sum (when given) is added to dx,
+// and dx is written to grad_residual in D too (when given); partial_w and
+// partial_b may then be null (no parameter gradients).
+template <typename T, typename S, int V, int NV, typename D = T, bool kResidual = false>
 __global__ void __launch_bounds__(kRowThreads)
     layer_norm_backward_cached_kernel(LayerNormArgs a, S* partial_w, S* partial_b) {
   using A = acc_t<T>;
@@ -237,16 +255,36 @@ __global__ void __launch_bounds__(kRowThreads)
     for (int k = 0; k < NV; ++k) {
       const int64_t c = first + k * stride;
       if (c >= a.cols) continue;
-      Vec<T, V> out;
+      S dx[V];
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         const S xhat = (S(xv[k][j]) - mean) * rstd;
         const S dxhat = S(gv[k][j]) * wv[k][j];
-        out.v[j] = from_acc<T>(A(rstd * (dxhat - inv_n * sum_dxhat - xhat * inv_n * sum_dxhat_xhat)));
+        dx[j] = rstd * (dxhat - inv_n * sum_dxhat - xhat * inv_n * sum_dxhat_xhat);
       }
+      if constexpr (kResidual) {
+        if (a.grad_sum != nullptr) {
+          A gs[V];
+          load_acc<T, V>(static_cast<const T*>(a.grad_sum) + row * a.cols + c, gs);
+#pragma unroll
+          for (int j = 0; j < V; ++j) dx[j] += S(gs[j]);
+        }
+      }
+      Vec<T, V> out;
+#pragma unroll
+      for (int j = 0; j < V; ++j) out.v[j] = from_acc<T>(A(dx[j]));
       store_vec(gx + c, out);
+      if constexpr (kResidual) {
+        if (a.grad_residual != nullptr) {
+          Vec<D, V> rd;
+#pragma unroll
+          for (int j = 0; j < V; ++j) rd.v[j] = from_acc<D>(acc_t<D>(to_acc(out.v[j])));
+          store_vec(static_cast<D*>(a.grad_residual) + row * a.cols + c, rd);
+        }
+      }
     }
   }
+  if (partial_w == nullptr) return;
 #pragma unroll
   for (int k = 0; k < NV; ++k) {
 #pragma unroll
@@ -330,28 +368,89 @@ void forward(const LayerNormArgs& a) {
   });
 }
 
-// The one-pass backward (dx, dweight and dbias) when it takes the call:
-// parameter gradients asked for, V-element vectors, rows of at most
-// kOnePassVecs vectors per thread. Returns whether it ran.
-template <typename T, typename S, int V>
+// The one-pass backward (dx, and dweight and dbias) when it takes the call:
+// V-element vectors, rows of at most kOnePassVecs vectors per thread, and
+// outside the residual form parameter gradients asked for (else the dx
+// kernel alone reads less). Returns whether it ran.
+template <typename T, typename S, int V, typename D = T, bool kResidual = false>
 bool one_pass_backward(const LayerNormArgs& a, cudaStream_t stream) {
   const int64_t vecs = (a.cols + int64_t(kRowThreads) * V - 1) / (int64_t(kRowThreads) * V);  // per thread
-  if ((!a.grad_weight && !a.grad_bias) || vecs > kOnePassVecs) return false;
+  const bool params = a.grad_weight || a.grad_bias;
+  if ((!params && !kResidual) || vecs > kOnePassVecs) return false;
   const int blocks =
       int(std::min<int64_t>(a.rows, int64_t(kOnePassBlocksPerSm) * properties(a.device).multiprocessor_count));
-  Tensor partial = empty({2, blocks, a.cols}, layer_norm_stats_dtype(a.dtype), cuda_device(a.device));
-  S* pw = static_cast<S*>(partial.data_ptr());
-  S* pb = pw + int64_t(blocks) * a.cols;
+  Tensor partial;
+  S *pw = nullptr, *pb = nullptr;
+  if (params) {
+    partial = empty({2, blocks, a.cols}, layer_norm_stats_dtype(a.dtype), cuda_device(a.device));
+    pw = static_cast<S*>(partial.data_ptr());
+    pb = pw + int64_t(blocks) * a.cols;
+  }
   const auto launch = [&]<int NV>() {
-    layer_norm_backward_cached_kernel<T, S, V, NV><<<unsigned(blocks), kRowThreads, 0, stream>>>(a, pw, pb);
+    layer_norm_backward_cached_kernel<T, S, V, NV, D, kResidual>
+        <<<unsigned(blocks), kRowThreads, 0, stream>>>(a, pw, pb);
     EMBER_CUDA_CHECK_LAUNCH();
   };
   if (vecs == 1) launch.template operator()<1>();
   else if (vecs == 2) launch.template operator()<2>();
   else launch.template operator()<kOnePassVecs>();
-  layer_norm_sum_partials_kernel<T, S><<<unsigned((a.cols + 255) / 256), 256, 0, stream>>>(a, pw, pb, blocks);
-  EMBER_CUDA_CHECK_LAUNCH();
+  if (params) {
+    layer_norm_sum_partials_kernel<T, S><<<unsigned((a.cols + 255) / 256), 256, 0, stream>>>(a, pw, pb, blocks);
+    EMBER_CUDA_CHECK_LAUNCH();
+  }
   return true;
+}
+
+// Calls fn.template operator()<D>() with D the C++ type of the residual
+// dtype a residual form of T takes (T itself, or half beside float); false
+// for any other.
+template <typename T, typename Fn>
+bool with_residual_type(DType residual, Fn fn) {
+  if (residual == dtype_of<T>::value) return fn.template operator()<T>();
+  if constexpr (std::is_same_v<T, float>) {
+    if (residual == DType::Float16) return fn.template operator()<Half>();
+    if (residual == DType::BFloat16) return fn.template operator()<BFloat16>();
+  }
+  return false;
+}
+
+// The residual form (add_layer_norm): rows kept in registers with 16-byte
+// vectors of every operand; declines otherwise.
+bool add_forward(const LayerNormArgs& a) {
+  DeviceGuard guard(a.device);
+  cudaStream_t stream = current_stream(a.device).handle();
+  bool done = false;
+  EMBER_DISPATCH_FLOAT(a.dtype, "add_layer_norm", [&]<typename T>() {
+    using S = std::conditional_t<std::is_same_v<T, double>, double, float>;
+    constexpr int V = kVecWidth<T>;
+    if (a.cols % V != 0 || a.cols > int64_t(kRowThreads) * kCachedVecs * V) return;
+    for (const void* p : std::initializer_list<const void*>{a.x, a.y, a.sum, a.residual}) {
+      if (!aligned16(p)) return;
+    }
+    done = with_residual_type<T>(a.residual_dtype, [&]<typename D>() {
+      layer_norm_forward_cached_kernel<T, S, V, D, true><<<unsigned(a.rows), kRowThreads, 0, stream>>>(a);
+      EMBER_CUDA_CHECK_LAUNCH();
+      return true;
+    });
+  });
+  return done;
+}
+
+bool add_backward(const LayerNormArgs& a) {
+  DeviceGuard guard(a.device);
+  cudaStream_t stream = current_stream(a.device).handle();
+  bool done = false;
+  EMBER_DISPATCH_FLOAT(a.dtype, "add_layer_norm_backward", [&]<typename T>() {
+    using S = std::conditional_t<std::is_same_v<T, double>, double, float>;
+    constexpr int V = kVecWidth<T>;
+    if (a.cols % V != 0) return;
+    for (const void* p : std::initializer_list<const void*>{a.x, a.grad_y, a.grad_x, a.grad_sum, a.grad_residual}) {
+      if (p != nullptr && !aligned16(p)) return;
+    }
+    done = with_residual_type<T>(a.residual_dtype,
+                                 [&]<typename D>() { return one_pass_backward<T, S, V, D, true>(a, stream); });
+  });
+  return done;
 }
 
 void backward(const LayerNormArgs& a) {
@@ -385,5 +484,7 @@ void backward(const LayerNormArgs& a) {
 
 EMBER_REGISTER_KERNEL(layer_norm_forward_stub, DeviceType::CUDA, forward);
 EMBER_REGISTER_KERNEL(layer_norm_backward_stub, DeviceType::CUDA, backward);
+EMBER_REGISTER_KERNEL(add_layer_norm_forward_stub, DeviceType::CUDA, add_forward);
+EMBER_REGISTER_KERNEL(add_layer_norm_backward_stub, DeviceType::CUDA, add_backward);
 
 }  // namespace ember::cuda

@@ -1,8 +1,12 @@
 // CUDA layer norm against the CPU kernel: odd and vector-friendly widths
 // (rows kept in registers up to 2048 vectors, two passes beyond), every
-// float dtype, with and without affine parameters, gradients, and rows that
-// start off 16-byte alignment.
+// float dtype, with and without affine parameters, gradients, many rows per
+// block in the one-pass backward, rows that start off 16-byte alignment;
+// and add_layer_norm's fused kernels against the CPU's composition.
 #include <gtest/gtest.h>
+
+#include <string>
+#include <utility>
 
 #include "support/cuda_compare.h"
 
@@ -53,6 +57,50 @@ TEST(CudaLayerNorm, ManyRowsMatchCpu) {
       EXPECT_TRUE(testing::cuda_matches_cpu(
           [cols](const TensorList& in) { return TensorList{layer_norm(in[0], {cols}, in[1])}; }, {x, w}, true, tol))
           << dtype_name(dt) << " cols=" << cols << " (weight only)";
+    }
+  }
+}
+
+// add_layer_norm's fused kernels against the CPU's composition: x and delta
+// of one dtype, and bfloat16 and float16 deltas beside a float32 x; widths
+// the one-pass backward takes and one it declines (4104 float32: 5 vectors
+// a thread, so layer_norm's backward and the add run instead); both
+// outputs' gradients, then the sum's alone and the normalized output's
+// alone; with and without parameters.
+TEST(CudaAddLayerNorm, MatchesTheCpusComposition) {
+  EMBER_REQUIRE_CUDA();
+  const std::pair<DType, DType> pairs[] = {{DType::Float32, DType::Float32},
+                                           {DType::Float32, DType::BFloat16},
+                                           {DType::Float32, DType::Float16},
+                                           {DType::BFloat16, DType::BFloat16},
+                                           {DType::Float64, DType::Float64}};
+  for (const auto& [dt, delta_dt] : pairs) {
+    for (int64_t cols : {768, 1000, 4104}) {
+      Generator g{uint64_t(cols) + 11};
+      Tensor x = (randn({517, cols}, DType::Float32, kCPU, &g) * 2.0 + 0.5).to(dt).set_requires_grad();
+      Tensor d = randn({517, cols}, DType::Float32, kCPU, &g).to(delta_dt).set_requires_grad();
+      Tensor w = randn({cols}, DType::Float32, kCPU, &g).to(dt).set_requires_grad();
+      Tensor b = randn({cols}, DType::Float32, kCPU, &g).to(dt).set_requires_grad();
+      testing::Tolerance tol = testing::tolerance_for(delta_dt == dt ? dt : delta_dt);
+      if (dt == DType::Float32 && delta_dt == DType::Float32) tol = {1e-4, 1e-4};
+      if (dt == DType::BFloat16) tol = {2e-2, 2e-2};
+      const std::string what =
+          std::string(dtype_name(dt)) + " + " + dtype_name(delta_dt) + " cols=" + std::to_string(cols);
+      EXPECT_TRUE(testing::cuda_matches_cpu(
+          [cols](const TensorList& in) {
+            const auto [sum, normed] = add_layer_norm(in[0], in[1], {cols}, in[2], in[3]);
+            return TensorList{sum, normed};
+          },
+          {x, d, w, b}, /*grads=*/true, tol))
+          << what;
+      EXPECT_TRUE(testing::cuda_matches_cpu(
+          [cols](const TensorList& in) { return TensorList{add_layer_norm(in[0], in[1], {cols}).second}; }, {x, d},
+          true, tol))
+          << what << " (normalized output alone, no parameters)";
+      EXPECT_TRUE(testing::cuda_matches_cpu(
+          [cols](const TensorList& in) { return TensorList{add_layer_norm(in[0], in[1], {cols}).first}; }, {x, d}, true,
+          tol))
+          << what << " (sum alone)";
     }
   }
 }
