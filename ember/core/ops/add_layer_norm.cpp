@@ -4,6 +4,7 @@
 #include "ember/core/autocast_state.h"
 #include "ember/core/autograd/function.h"
 #include "ember/core/ops.h"
+#include "ember/core/ops/layer_norm_args.h"
 #include "ember/core/ops/layer_norm_kernels.h"
 
 namespace ember {
@@ -55,32 +56,14 @@ std::pair<Tensor, Tensor> add_layer_norm(const Tensor& x, const Tensor& delta, c
   if (!fused_applies(x, delta, normalized_shape, weight, bias)) {
     return composed(x, delta, normalized_shape, weight, bias, eps);
   }
-  const Tensor xc = x.detach().contiguous(), dc = delta.detach().contiguous();
-  const Tensor w = weight.defined() ? weight.detach().contiguous() : Tensor();
-  const Tensor b = bias.defined() ? bias.detach().contiguous() : Tensor();
-  int64_t cols = 1;
-  for (int64_t s : normalized_shape) cols *= s;
-  const int64_t rows = cols == 0 ? 0 : x.numel() / cols;
-  const DType stats = layer_norm_stats_dtype(x.dtype());
-  Tensor sum = empty(x.shape(), x.dtype(), x.device()), normed = empty(x.shape(), x.dtype(), x.device());
-  Tensor mean = empty({rows}, stats, x.device()), rstd = empty({rows}, stats, x.device());
-
-  LayerNormArgs a;
-  a.device = x.device().index;
-  a.rows = rows;
-  a.cols = cols;
-  a.dtype = x.dtype();
-  a.eps = eps;
-  a.x = xc.data_ptr();
-  a.weight = w.defined() ? w.data_ptr() : nullptr;
-  a.bias = b.defined() ? b.data_ptr() : nullptr;
-  a.y = normed.data_ptr();
-  a.mean = mean.data_ptr();
-  a.rstd = rstd.data_ptr();
+  detail::LayerNormForward f = detail::layer_norm_forward(x, normalized_shape, weight, bias, eps);
+  const Tensor dc = delta.detach().contiguous(), mean = f.mean, rstd = f.rstd;
+  Tensor sum = empty(x.shape(), x.dtype(), x.device()), normed = f.y;
+  LayerNormArgs& a = f.args;
   a.residual = dc.data_ptr();
   a.residual_dtype = delta.dtype();
   a.sum = sum.data_ptr();
-  if (rows == 0 || !add_layer_norm_forward_stub(x.device().type)(a)) {
+  if (a.rows == 0 || !add_layer_norm_forward_stub(x.device().type)(a)) {
     return composed(x, delta, normalized_shape, weight, bias, eps);
   }
 

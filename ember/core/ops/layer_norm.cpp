@@ -2,6 +2,7 @@
 #include "ember/core/autocast_state.h"
 #include "ember/core/autograd/function.h"
 #include "ember/core/ops.h"
+#include "ember/core/ops/layer_norm_args.h"
 #include "ember/core/ops/layer_norm_kernels.h"
 
 namespace ember {
@@ -23,6 +24,38 @@ void check_param(const char* what, const Tensor& p, const Tensor& x, const Shape
 
 }  // namespace
 
+namespace detail {
+
+LayerNormForward layer_norm_forward(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                                    const Tensor& bias, double eps) {
+  LayerNormForward f;
+  f.x = x.detach().contiguous();
+  f.weight = weight.defined() ? weight.detach().contiguous() : Tensor();
+  f.bias = bias.defined() ? bias.detach().contiguous() : Tensor();
+  int64_t cols = 1;
+  for (int64_t s : normalized_shape) cols *= s;
+  const int64_t rows = cols == 0 ? 0 : x.numel() / cols;
+  const DType stats = layer_norm_stats_dtype(x.dtype());
+  f.y = empty(x.shape(), x.dtype(), x.device());
+  f.mean = empty({rows}, stats, x.device());
+  f.rstd = empty({rows}, stats, x.device());
+  LayerNormArgs& a = f.args;
+  a.device = x.device().index;
+  a.rows = rows;
+  a.cols = cols;
+  a.dtype = x.dtype();
+  a.eps = eps;
+  a.x = f.x.data_ptr();
+  a.weight = f.weight.defined() ? f.weight.data_ptr() : nullptr;
+  a.bias = f.bias.defined() ? f.bias.data_ptr() : nullptr;
+  a.y = f.y.data_ptr();
+  a.mean = f.mean.data_ptr();
+  a.rstd = f.rstd.data_ptr();
+  return f;
+}
+
+}  // namespace detail
+
 Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                   double eps) {
   if (autocast_state::any_enabled()) [[unlikely]] {
@@ -40,29 +73,12 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
   check_param("weight", weight, x_in, normalized_shape);
   check_param("bias", bias, x_in, normalized_shape);
 
-  Tensor x = x_in.detach().contiguous();
-  int64_t cols = 1;
-  for (int64_t s : normalized_shape) cols *= s;
-  int64_t rows = cols == 0 ? 0 : x.numel() / cols;
-  DType stats = layer_norm_stats_dtype(x.dtype());
-  Tensor y = empty(x.shape(), x.dtype(), x.device());
-  Tensor mean = empty({rows}, stats, x.device()), rstd = empty({rows}, stats, x.device());
-  Tensor w = weight.defined() ? weight.detach().contiguous() : Tensor();
-  Tensor b = bias.defined() ? bias.detach().contiguous() : Tensor();
-
-  LayerNormArgs a;
-  a.device = x.device().index;
-  a.rows = rows;
-  a.cols = cols;
-  a.dtype = x.dtype();
-  a.eps = eps;
-  a.x = x.data_ptr();
-  a.weight = w.defined() ? w.data_ptr() : nullptr;
-  a.bias = b.defined() ? b.data_ptr() : nullptr;
-  a.y = y.data_ptr();
-  a.mean = mean.data_ptr();
-  a.rstd = rstd.data_ptr();
-  if (rows > 0) layer_norm_forward_stub(x.device().type)(a);
+  detail::LayerNormForward f = detail::layer_norm_forward(x_in, normalized_shape, weight, bias, eps);
+  const LayerNormArgs& a = f.args;
+  const Tensor mean = f.mean, rstd = f.rstd;
+  Tensor y = f.y;
+  const int64_t rows = a.rows;
+  if (rows > 0) layer_norm_forward_stub(x_in.device().type)(a);
 
   if (autograd::needs_grad(x_in, weight, bias)) {
     autograd::SavedTensor sx(x_in), sw(weight);
