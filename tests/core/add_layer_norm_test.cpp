@@ -176,8 +176,7 @@ TEST(AddLayerNorm, AHalfDeltaBesideAFloatStreamUnderAutocast) {
   ASSERT_EQ(got[1].dtype(), DType::BFloat16);
   for (size_t i = 0; i < in.size(); ++i) {
     EXPECT_TRUE(allclose(got[i].to(DType::Float64), want[i].to(DType::Float64), 1e-2, 1e-4))
-        << "input " << i << ": "
-        << (got[i].to(DType::Float64) - want[i].to(DType::Float64)).abs().max().item<double>();
+        << "input " << i << ": " << (got[i].to(DType::Float64) - want[i].to(DType::Float64)).abs().max().item<double>();
   }
 }
 
