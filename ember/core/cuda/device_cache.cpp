@@ -111,15 +111,10 @@ Block* DeviceCache::new_segment(BlockPool& pool, cudaStream_t stream, size_t siz
   cudaError_t err = cudaMalloc(&ptr, bytes);
   if (err == cudaErrorMemoryAllocation) {
     cudaGetLastError();  // an allocation failure is not sticky; clear it and go on
-    // The retry waits for events and frees segments, which would end a
-    // capture on this device (PyTorch skips it then too): under a capture
-    // the failure is final.
-    if (!capturing_) {
-      stats_.num_alloc_retries += 1;
-      wait_for_events();
-      release_cached_segments();
-      err = cudaMalloc(&ptr, bytes);
-    }
+    stats_.num_alloc_retries += 1;
+    wait_for_events();
+    release_cached_segments();
+    err = cudaMalloc(&ptr, bytes);
     if (err == cudaErrorMemoryAllocation) {
       cudaGetLastError();
       stats_.num_ooms += 1;
@@ -270,10 +265,8 @@ void DeviceCache::throw_out_of_memory(size_t requested, size_t segment) {
   if (segment > round_size(requested)) msg << ", in a new cache segment of " << format_bytes(segment);
   msg << ") on cuda:" << device_ << ". The device has " << format_bytes(total_bytes) << " in total, of which "
       << format_bytes(free_bytes) << " is free; ember has " << format_bytes(stats_.allocated)
-      << " allocated to tensors and " << format_bytes(stats_.reserved) << " reserved in its cache"
-      << (capturing_ ? " (kept: a CUDA graph is being captured on this device, and releasing the cache would end "
-                       "the capture; empty_cache() before capturing frees it). "
-                     : " (already released what it could and retried). ");
+      << " allocated to tensors and " << format_bytes(stats_.reserved)
+      << " reserved in its cache (already released what it could and retried). ";
   if (requested > total_bytes) {
     msg << "The request alone is larger than the device. ";
   }

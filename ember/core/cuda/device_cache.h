@@ -62,8 +62,6 @@ class DeviceCache {
   // end_graph_pool, the free blocks of `stream` are addresses the graph's
   // kernels use: neither empty_cache nor the retry after a failed cudaMalloc
   // releases them (releasing them made a replay write to freed memory).
-  // During a capture a failed cudaMalloc is not retried: the retry's event
-  // waits and cudaFree calls would end the capture.
   void begin_capture(cudaStream_t stream);
   std::vector<void*> end_capture();
   void end_graph_pool(cudaStream_t stream);
