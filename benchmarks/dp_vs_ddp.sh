@@ -23,7 +23,8 @@
 # --redirects 0 (Std.from_str("0") is None), so there it runs with
 # --redirects 1 --tee 1 (each rank's stdout also to a log), which works.
 # Environment: N (the device count to go up to), MODELS ("mlp cnn gpt"),
-# STEPS, WARMUP, PYTHON (python3; must import torch). A run that fails is
+# STEPS, WARMUP, PYTHON (python3; must import torch), GPT_CONTEXT (gpu: the
+# gpt model's context instead of the workload's). A run that fails is
 # logged under OUT_DIR/logs and the script goes on; it exits 1 at the end
 # if any run failed (or torch is missing), after writing the report of what
 # did run.
@@ -52,7 +53,7 @@ if [ "$kind" = gpu ]; then
   [ "$max" -ge 1 ] || { echo "dp_vs_ddp.sh: no GPU visible (nvidia-smi -L)" >&2; exit 2; }
   common=(--device cuda --steps "${STEPS:-20}" --warmup "${WARMUP:-3}")
   torch_common=("${common[@]}")
-  declare -A sizes=([mlp]="" [cnn]="" [gpt]="")
+  declare -A sizes=([mlp]="" [cnn]="" [gpt]="${GPT_CONTEXT:+--gpt-context $GPT_CONTEXT}")
   hardware="$max x $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
 else
   max=${N:-2}
