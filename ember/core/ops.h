@@ -231,10 +231,10 @@ Tensor dropout(const Tensor& x, double p = 0.5, bool training = true, Generator*
 // of shape normalized_shape).
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {}, const Tensor& bias = {},
                   double eps = 1e-5);
-// ember's fused form of a pre-LN residual step (PyTorch has no such
-// function): {x + delta, layer_norm(x + delta, normalized_shape, weight,
-// bias, eps)}, with exactly those results, gradients and autocast
-// behaviour. On CUDA, when x and delta have one shape, delta's dtype is x's
+// ember's fused form of a pre-LN residual step (PyTorch has no such op):
+// {x + delta, layer_norm(x + delta, normalized_shape, weight, bias, eps)},
+// those results, gradients (a half x's gradient rounded once, not twice)
+// and autocast behaviour. On CUDA, when x and delta have one shape, delta's dtype is x's
 // (or float16/bfloat16 beside a float32 x, a residual stream under
 // autocast) and the sum is the dtype layer_norm computes in, one kernel
 // reads x and delta once and writes both results, and the backward adds the

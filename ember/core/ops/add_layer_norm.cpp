@@ -80,7 +80,7 @@ std::pair<Tensor, Tensor> add_layer_norm(const Tensor& x, const Tensor& delta, c
           if (!g[1].defined()) {  // only the sum's gradient: the add's backward
             return TensorList{g[0], g[0].to(delta_dtype), Tensor(), Tensor()};
           }
-          const Tensor sv = saved_sum.unpack(kBackward).detach();
+          const Tensor sv = saved_sum.unpack(kBackward).detach().contiguous();
           const Tensor wv = saved_weight.defined() ? saved_weight.unpack(kBackward).detach().contiguous() : Tensor();
           const Tensor gy = g[1].contiguous();
           const Tensor gs = g[0].defined() ? g[0].contiguous() : Tensor();

@@ -700,7 +700,13 @@ bool run(const AttentionArgs& a, cudaStream_t stream, bool backward, const char*
     ptrs.add(kGradV, a.grad_v);
     ptrs.add(kOne, &one);
     ptrs.add(kSoftmaxSum, base + plan.softmax_sum_offset);
-    if (!plan.deterministic) ptrs.add(kGradQAccum, base + plan.grad_q_accum_offset);
+    if (!plan.deterministic) {
+      // cuDNN adds into the accumulator: it starts at zero (cudnn-frontend
+      // clears it the same way).
+      char* accum = base + plan.grad_q_accum_offset;
+      EMBER_CUDA_CHECK(cudaMemsetAsync(accum, 0, size_t(p.b * p.h * p.sq * p.d) * sizeof(float), stream));
+      ptrs.add(kGradQAccum, accum);
+    }
     if (plan.padded) {
       ptrs.add(kSeqLenQ, plan.seq_lens.as<int32_t>());
       ptrs.add(kSeqLenKv, plan.seq_lens.as<int32_t>() + lengths_stride(p));
