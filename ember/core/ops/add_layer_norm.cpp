@@ -88,26 +88,13 @@ std::pair<Tensor, Tensor> add_layer_norm(const Tensor& x, const Tensor& delta, c
           Tensor dd = delta_dtype == sv.dtype() ? Tensor() : empty(sv.shape(), delta_dtype, sv.device());
           Tensor dw = need_w ? empty(normalized_shape, sv.dtype(), sv.device()) : Tensor();
           Tensor db = need_b ? empty(normalized_shape, sv.dtype(), sv.device()) : Tensor();
-          LayerNormArgs ba = a;
-          ba.mean = mean.data_ptr();
-          ba.rstd = rstd.data_ptr();
-          ba.x = sv.data_ptr();
-          ba.weight = wv.defined() ? wv.data_ptr() : nullptr;
-          ba.bias = nullptr;
-          ba.y = nullptr;
-          ba.residual = nullptr;
-          ba.sum = nullptr;
-          ba.grad_y = gy.data_ptr();
+          LayerNormArgs ba = detail::layer_norm_backward(a, sv, wv, mean, rstd, gy, dx, dw, db);
           ba.grad_sum = gs.defined() ? gs.data_ptr() : nullptr;
-          ba.grad_x = dx.data_ptr();
           ba.grad_residual = dd.defined() ? dd.data_ptr() : nullptr;
-          ba.grad_weight = need_w ? dw.data_ptr() : nullptr;
-          ba.grad_bias = need_b ? db.data_ptr() : nullptr;
           if (!add_layer_norm_backward_stub(sv.device().type)(ba)) {
             // The layer norm's own backward, then the add's.
-            ba.grad_sum = nullptr;
-            ba.grad_residual = nullptr;
-            layer_norm_backward_stub(sv.device().type)(ba);
+            layer_norm_backward_stub(sv.device().type)(
+                detail::layer_norm_backward(a, sv, wv, mean, rstd, gy, dx, dw, db));
             if (gs.defined()) dx = dx + gs;
             dd = dd.defined() ? dx.to(delta_dtype) : Tensor();
           }

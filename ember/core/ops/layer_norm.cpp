@@ -54,6 +54,27 @@ LayerNormForward layer_norm_forward(const Tensor& x, const Shape& normalized_sha
   return f;
 }
 
+LayerNormArgs layer_norm_backward(LayerNormArgs forward, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                                  const Tensor& rstd, const Tensor& grad_y, const Tensor& grad_x,
+                                  const Tensor& grad_weight, const Tensor& grad_bias) {
+  LayerNormArgs b = forward;
+  b.x = x.data_ptr();
+  b.weight = weight.defined() ? weight.data_ptr() : nullptr;
+  b.bias = nullptr;
+  b.y = nullptr;
+  b.mean = mean.data_ptr();
+  b.rstd = rstd.data_ptr();
+  b.grad_y = grad_y.data_ptr();
+  b.grad_x = grad_x.data_ptr();
+  b.grad_weight = grad_weight.defined() ? grad_weight.data_ptr() : nullptr;
+  b.grad_bias = grad_bias.defined() ? grad_bias.data_ptr() : nullptr;
+  b.residual = nullptr;
+  b.sum = nullptr;
+  b.grad_sum = nullptr;
+  b.grad_residual = nullptr;
+  return b;
+}
+
 }  // namespace detail
 
 Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
@@ -94,17 +115,7 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
       Tensor dx = empty(xs, xv.dtype(), xv.device());
       Tensor dw = need_w ? empty(normalized_shape, xv.dtype(), xv.device()) : Tensor();
       Tensor db = need_b ? empty(normalized_shape, xv.dtype(), xv.device()) : Tensor();
-      LayerNormArgs ba = a;
-      ba.x = xv.data_ptr();
-      ba.weight = wv.defined() ? wv.data_ptr() : nullptr;
-      ba.bias = nullptr;
-      ba.y = nullptr;
-      ba.mean = mean.data_ptr();
-      ba.rstd = rstd.data_ptr();
-      ba.grad_y = gy.data_ptr();
-      ba.grad_x = dx.data_ptr();
-      ba.grad_weight = need_w ? dw.data_ptr() : nullptr;
-      ba.grad_bias = need_b ? db.data_ptr() : nullptr;
+      const LayerNormArgs ba = detail::layer_norm_backward(a, xv, wv, mean, rstd, gy, dx, dw, db);
       if (rows > 0) {
         layer_norm_backward_stub(xv.device().type)(ba);
       } else {

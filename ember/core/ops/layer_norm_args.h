@@ -1,6 +1,7 @@
 // What both layer-norm front-ends (layer_norm, add_layer_norm) set up for a
-// forward over the rows of x: the dense input and parameters the kernels
-// read, the outputs they write, and the kernels' arguments pointing at them.
+// forward over the rows of x (the dense input and parameters the kernels
+// read, the outputs they write, and the kernels' arguments pointing at them),
+// and the arguments of their backward.
 #pragma once
 
 #include "ember/core/ops/layer_norm_kernels.h"
@@ -18,5 +19,14 @@ struct LayerNormForward {
 // defined) must match it: the caller has checked both.
 LayerNormForward layer_norm_forward(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                                     const Tensor& bias, double eps);
+
+// The forward's arguments `forward` turned into a backward's: x the saved
+// input (dense), weight dense or undefined, mean and rstd the forward's,
+// grad_y (dense) and the gradients written (grad_weight, grad_bias
+// undefined: not asked for); the forward's outputs, the bias and the
+// residual form's pointers cleared.
+LayerNormArgs layer_norm_backward(LayerNormArgs forward, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                                  const Tensor& rstd, const Tensor& grad_y, const Tensor& grad_x,
+                                  const Tensor& grad_weight, const Tensor& grad_bias);
 
 }  // namespace ember::detail
