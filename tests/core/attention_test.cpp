@@ -148,33 +148,46 @@ TEST(Attention, TransposedInputsGiveATransposableOutput) {
   EXPECT_TRUE(out.transpose(1, 2).is_contiguous());
 }
 
-TEST(Attention, GradientsOfTransposedInputsComeInTheirLayout) {
+AttentionArgs g_seen_backward;  // the last backward call's arguments
+void backward_spy(const AttentionArgs& a) {
+  g_seen_backward = a;
+  testing::StubSwap<AttentionKernelFn, &attention_backward_stub>::real()(a);
+}
+
+TEST(Attention, GradientsOfASplitPackedProjectionAreOneBlock) {
   // q, k and v as (B, H, T, E) views of thirds of one (B, T, 3 H E)
-  // projection (a GPT's split): each gradient is laid out as its input, so
-  // that the way back through the transpose, the view and split's cat
-  // copies nothing more; and it equals the composed form's.
+  // projection (a GPT's split), in any order: the kernel writes their
+  // gradients into the thirds of one new block laid out as the projection,
+  // so the way back through the transposes, the views and split's join
+  // copies nothing (qkv's gradient is that block); and they equal the
+  // composed form's. Inputs that are not such thirds (one tensor three
+  // times) get gradients of their own.
+  testing::StubSwap<AttentionKernelFn, &attention_backward_stub> swap(DeviceType::CPU, &backward_spy);
   const int64_t B = 2, T = 5, H = 3, E = 4;
-  Tensor qkv = randn({B, T, 3 * H * E}, DType::Float64).set_requires_grad();
-  const TensorList parts = split(qkv, H * E, 2);
-  TensorList heads;
-  for (const Tensor& part : parts) heads.push_back(part.view({B, T, H, E}).transpose(1, 2));
-  bool all_transposable = true;
-  for (Tensor& t : heads) {
-    t.register_hook([&](const Tensor& g) {
-      all_transposable = all_transposable && g.transpose(1, 2).is_contiguous();
-      return Tensor();
-    });
+  const int orders[][3] = {{0, 1, 2}, {2, 0, 1}, {0, 0, 0}};
+  for (const auto& order : orders) {
+    SCOPED_TRACE(std::to_string(order[0]) + std::to_string(order[1]) + std::to_string(order[2]));
+    Tensor qkv = randn({B, T, 3 * H * E}, DType::Float64).set_requires_grad();
+    const auto heads = [&](const Tensor& x) {
+      const TensorList parts = split(x, H * E, 2);
+      TensorList h;
+      for (int i : order) h.push_back(parts[size_t(i)].view({B, T, H, E}).transpose(1, 2));
+      return h;
+    };
+    const TensorList h = heads(qkv);
+    Tensor out = scaled_dot_product_attention(h[0], h[1], h[2], {}, 0.0, true);
+    const Tensor grad_out = randn(out.shape(), DType::Float64);
+    const Tensor dqkv = autograd::grad({out}, {qkv}, {grad_out})[0];
+    const bool packed = order[0] != order[1];
+    const char* first = static_cast<const char*>(g_seen_backward.grad_q) - order[0] * H * E * sizeof(double);
+    EXPECT_EQ(dqkv.data_ptr() == first, packed) << "qkv's gradient is (only) the block the kernel wrote";
+    EXPECT_TRUE(dqkv.is_contiguous());
+    Tensor ref_qkv = qkv.detach().set_requires_grad();
+    const TensorList r = heads(ref_qkv);
+    Tensor ref =
+        detail::scaled_dot_product_attention_composed(r[0], r[1], r[2], {}, 0.0, true, std::nullopt, nullptr).first;
+    EXPECT_TRUE(allclose(dqkv, autograd::grad({ref}, {ref_qkv}, {grad_out})[0], 1e-12, 1e-12));
   }
-  Tensor out = scaled_dot_product_attention(heads[0], heads[1], heads[2], {}, 0.0, true);
-  const Tensor grad_out = randn(out.shape(), DType::Float64);
-  out.backward(grad_out);
-  EXPECT_TRUE(all_transposable) << "a gradient of a (B, T, H, E) input was not laid out as it";
-  Tensor ref_qkv = qkv.detach().set_requires_grad();
-  TensorList ref;
-  for (const Tensor& part : split(ref_qkv, H * E, 2)) ref.push_back(part.view({B, T, H, E}).transpose(1, 2));
-  detail::scaled_dot_product_attention_composed(ref[0], ref[1], ref[2], {}, 0.0, true, std::nullopt, nullptr)
-      .first.backward(grad_out);
-  EXPECT_TRUE(allclose(qkv.grad(), ref_qkv.grad(), 1e-12, 1e-12));
 }
 
 AttentionArgs g_seen;  // the last forward call's arguments

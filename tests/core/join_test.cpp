@@ -352,5 +352,25 @@ TEST(Split, GradcheckAndOneNodeForAllPieces) {
   EXPECT_EQ(chunk(x, 2)[1].grad_fn()->name(), "ChunkBackward");
 }
 
+TEST(Split, AdjacentGradientsAreJoinedWithoutACopy) {
+  // Gradients that already are x's pieces of one tensor (here a cat's
+  // backward's views) come back as that tensor; others, in another order or
+  // under create_graph, through a cat. Values are the same either way.
+  Tensor x = testing::random_leaf({3, 7}, 1);
+  const TensorList p = split(x, std::vector<int64_t>{2, 4, 1}, 1);
+  const Tensor g = testing::random_leaf({3, 7}, 2).detach();
+  const TensorList adjacent = {g.narrow(1, 0, 2), g.narrow(1, 2, 4), g.narrow(1, 6, 1)};
+  const Tensor joined = autograd::grad(p, {x}, adjacent, /*retain_graph=*/true)[0];
+  EXPECT_EQ(joined.data_ptr(), g.data_ptr());
+  EXPECT_TRUE(equal(joined, g));
+  const TensorList shuffled = {g.narrow(1, 5, 2), g.narrow(1, 0, 4), g.narrow(1, 4, 1)};
+  const Tensor copied = autograd::grad(p, {x}, shuffled, /*retain_graph=*/true)[0];
+  EXPECT_NE(copied.data_ptr(), g.data_ptr());
+  EXPECT_TRUE(equal(copied, cat(shuffled, 1)));
+  const Tensor recorded = autograd::grad(p, {x}, adjacent, /*retain_graph=*/true, /*create_graph=*/true)[0];
+  EXPECT_NE(recorded.data_ptr(), g.data_ptr());
+  EXPECT_TRUE(equal(recorded.detach(), g));
+}
+
 }  // namespace
 }  // namespace ember

@@ -4,12 +4,14 @@
 // the composed form for the cases the kernels do not take.
 #include "ember/core/ops/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "ember/core/autocast_state.h"
 #include "ember/core/autograd/function.h"
 #include "ember/core/cuda/graph.h"
+#include "ember/core/memory_format.h"
 #include "ember/core/ops.h"
 #include "ember/core/ops/attention_kernels.h"
 #include "ember/core/ops/elementwise_args.h"
@@ -117,6 +119,40 @@ Tensor empty_in_layout_of(const Tensor& like4, const Shape& batch, int64_t rows,
     return empty({batch[0], rows, batch[1], cols}, dtype, device).transpose(1, 2);
   }
   return empty(with_rows(batch, rows, cols), dtype, device);
+}
+
+// The gradients of query, key and value as three parts of one new dense
+// block, when the inputs themselves are such parts: one storage, shapes and
+// strides equal to the kernel views' (no broadcast, no merged batch dims),
+// offsets o, o + d and o + 2 d in some order, the three together dense. That
+// is a packed (B, T, 3 H E) projection split along its last dim and viewed
+// as heads: split's backward then gets the three gradients back as one
+// tensor without a copy (split_views in join.cpp). Otherwise empty.
+TensorList packed_input_grads(const Tensor& q4, const Tensor& k4, const Tensor& v4, const Shape& qs, const Shape& ks,
+                              const Shape& vs, DType dtype, Device device) {
+  const Tensor* parts[3] = {&q4, &k4, &v4};
+  if (q4.shape() != qs || k4.shape() != ks || v4.shape() != vs) return {};
+  for (const Tensor* t : parts) {
+    if (t->storage() != q4.storage() || t->shape() != q4.shape() || t->strides() != q4.strides()) return {};
+  }
+  const int64_t lo = std::min({q4.storage_offset(), k4.storage_offset(), v4.storage_offset()});
+  const int64_t hi = std::max({q4.storage_offset(), k4.storage_offset(), v4.storage_offset()});
+  const int64_t d = (hi - lo) / 2;
+  if (d <= 0 || hi - lo != 2 * d) return {};
+  int64_t index[3];
+  bool taken[3] = {};
+  for (int i = 0; i < 3; ++i) {
+    const int64_t r = parts[i]->storage_offset() - lo;
+    if (r % d != 0 || taken[r / d]) return {};
+    index[i] = r / d;
+    taken[index[i]] = true;
+  }
+  Shape sizes = q4.shape(), strides = q4.strides();
+  sizes.insert(sizes.begin(), 3);
+  strides.insert(strides.begin(), d);
+  if (!non_overlapping_and_dense(sizes, strides)) return {};
+  const Tensor block = empty_strided(sizes, strides, dtype, device);
+  return {block.select(0, index[0]), block.select(0, index[1]), block.select(0, index[2])};
 }
 
 }  // namespace
@@ -273,9 +309,16 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
       Tensor vv = as_heads(sv.unpack(kBackward).detach(), batch, S, Ev, true);
       Tensor ov = as_heads(so.unpack(kBackward).detach(), batch, L, Ev, true);
       Tensor go = as_heads(g[0], batch, L, Ev, true);
-      Tensor dq = empty_in_layout_of(qv, batch, L, E, a.dtype, device);
-      Tensor dk = empty_in_layout_of(kv, batch, S, E, a.dtype, device);
-      Tensor dv = empty_in_layout_of(vv, batch, S, Ev, a.dtype, device);
+      Tensor dq, dk, dv;
+      if (TensorList packed = packed_input_grads(qv, kv, vv, qs, ks, vs, a.dtype, device); !packed.empty()) {
+        dq = packed[0];
+        dk = packed[1];
+        dv = packed[2];
+      } else {
+        dq = empty_in_layout_of(qv, batch, L, E, a.dtype, device);
+        dk = empty_in_layout_of(kv, batch, S, E, a.dtype, device);
+        dv = empty_in_layout_of(vv, batch, S, Ev, a.dtype, device);
+      }
       if (!work) {
         dq.zero_();
         dk.zero_();

@@ -10,7 +10,8 @@
 //   (-(ndim + 1) .. ndim); it promotes as cat does.
 // - split, chunk return views (narrow) sharing x's storage; one
 //   SplitBackward/ChunkBackward node joins the pieces' gradients with cat
-//   (zeros for pieces that got none).
+//   (zeros for pieces that got none), or returns them as one view when they
+//   already are adjacent parts of one tensor laid out as x's pieces are.
 // - chunk(x, n) follows torch.chunk exactly: pieces of ceil(size / n), so it
 //   may return fewer than n pieces (size 5, n 4 gives [2, 2, 1]); a dim of
 //   size 0 gives n empty pieces.
@@ -18,6 +19,8 @@
 #include <string>
 
 #include "ember/core/autograd/function.h"
+#include "ember/core/grad_mode.h"
+#include "ember/core/memory_format.h"
 #include "ember/core/ops.h"
 #include "ember/core/ops/op_utils.h"
 
@@ -99,8 +102,36 @@ Tensor cat_values(const CatPlan& plan, const TensorList& ts) {
   return out;
 }
 
+// The pieces' gradients g as one tensor of x's shape and dtype without a
+// copy, when they already are its adjacent parts along dim: one storage,
+// the same strides, each at the offset its piece has in x's layout, the
+// whole dense (the attention writes the gradients of a split packed
+// projection so: attention.cpp). Undefined otherwise, and under
+// create_graph (the join must then be a recorded cat).
+Tensor joined_in_place(const TensorList& g, const std::vector<int64_t>& sizes, int64_t dim, const Shape& shape,
+                       DType dtype) {
+  if (GradMode::is_enabled() || g.empty()) return {};
+  const Tensor& first = g[0];
+  int64_t offset = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    const Tensor& p = g[i];
+    if (!p.defined() || p.dtype() != dtype || p.storage() != first.storage() || p.strides() != first.strides() ||
+        p.dim() != int64_t(shape.size()) || p.size(dim) != sizes[i] ||
+        p.storage_offset() != first.storage_offset() + offset * first.stride(dim)) {
+      return {};
+    }
+    for (int64_t d = 0; d < p.dim(); ++d) {
+      if (d != dim && p.size(d) != shape[size_t(d)]) return {};
+    }
+    offset += sizes[i];
+  }
+  if (!non_overlapping_and_dense(shape, first.strides())) return {};
+  return first.as_strided(shape, first.strides(), first.storage_offset());
+}
+
 // Views of x along dim (already wrapped) with the given sizes, which sum
-// to x.size(dim); one `node` joins their gradients.
+// to x.size(dim); one `node` joins their gradients (without a copy when
+// they are already adjacent parts of one tensor: joined_in_place).
 TensorList split_views(const char* node, const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim) {
   TensorList pieces;
   pieces.reserve(sizes.size());
@@ -119,6 +150,7 @@ TensorList split_views(const char* node, const Tensor& x, const std::vector<int6
     DType dtype = x.dtype();
     Device device = x.device();
     record(node, outputs, {x}, [sizes, dim, shape, dtype, device](const TensorList& g) {
+      if (Tensor joined = joined_in_place(g, sizes, dim, shape, dtype); joined.defined()) return TensorList{joined};
       TensorList parts;
       for (size_t i = 0; i < sizes.size(); ++i) {
         if (g[i].defined()) {
