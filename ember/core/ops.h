@@ -234,15 +234,21 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 // ember's fused form of a pre-LN residual step (PyTorch has no such op):
 // {x + delta, layer_norm(x + delta, normalized_shape, weight, bias, eps)},
 // those results, gradients (a half x's gradient rounded once, not twice)
-// and autocast behaviour. On CUDA, when x and delta have one shape, delta's dtype is x's
-// (or float16/bfloat16 beside a float32 x, a residual stream under
-// autocast) and the sum is the dtype layer_norm computes in, one kernel
-// reads x and delta once and writes both results, and the backward adds the
-// sum's own gradient to the normalization's input gradient in the same
-// pass (writing delta's gradient in its dtype there too). Otherwise it is
-// the composition itself.
+// and autocast behaviour. With normed_dtype, the normalized result is
+// converted to it, as .to(normed_dtype) after the composition (one
+// rounding; its gradient converted back): under autocast, a float32
+// residual stream whose normalized output feeds a matmul can get it in the
+// autocast dtype without a cast kernel there and back. On CUDA, when x and
+// delta have one shape, delta's dtype is x's (or float16/bfloat16 beside a
+// float32 x, a residual stream under autocast), the sum is the dtype
+// layer_norm computes in and normed_dtype is the sum's or delta's, one
+// kernel reads x and delta once and writes both results, and the backward
+// adds the sum's own gradient to the normalization's input gradient in the
+// same pass (writing delta's gradient in its dtype there too). Otherwise it
+// is the composition itself.
 std::pair<Tensor, Tensor> add_layer_norm(const Tensor& x, const Tensor& delta, const Shape& normalized_shape,
-                                         const Tensor& weight = {}, const Tensor& bias = {}, double eps = 1e-5);
+                                         const Tensor& weight = {}, const Tensor& bias = {}, double eps = 1e-5,
+                                         std::optional<DType> normed_dtype = std::nullopt);
 
 // ---------------- convolution, pooling, batch norm (NCHW) ----------------
 // Sizes are Size2 (ember/core/size2.h), as PyTorch's: one value (3 or {3}) means

@@ -2,6 +2,7 @@
 #include "examples/gpt/model.h"
 
 #include <cmath>
+#include <optional>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "ember/core/error.h"
 #include "ember/core/grad_mode.h"
 #include "ember/core/ops.h"
+#include "ember/parallel/amp/autocast.h"
 
 namespace ember::gpt {
 
@@ -70,9 +72,15 @@ Tensor Block::attention(const Tensor& x) {
 
 namespace {
 
-// {x + delta, norm(x + delta)} as one op (ember::add_layer_norm).
+// {x + delta, norm(x + delta)} as one op (ember::add_layer_norm). Every
+// normalized output feeds a Linear (the QKV projection, the MLP's first
+// layer, the head), which under autocast would cast it to the autocast
+// dtype: it comes in that dtype instead, rounded once by the same kernel.
 std::pair<Tensor, Tensor> add_then_norm(const Tensor& x, const Tensor& delta, const nn::LayerNorm& norm) {
-  return add_layer_norm(x, delta, norm.normalized_shape, norm.weight, norm.bias, norm.eps);
+  const DeviceType device = x.device().type;
+  const std::optional<DType> normed_dtype =
+      amp::is_autocast_enabled(device) ? std::optional(amp::get_autocast_dtype(device)) : std::nullopt;
+  return add_layer_norm(x, delta, norm.normalized_shape, norm.weight, norm.bias, norm.eps, normed_dtype);
 }
 
 }  // namespace

@@ -7,7 +7,9 @@
 // tests/kernels/cuda/layer_norm_test.cpp checks the CUDA kernels.
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <utility>
+#include <vector>
 
 #include "ember/core/ops/layer_norm_kernels.h"
 #include "ember/ember.h"
@@ -19,7 +21,8 @@ namespace {
 
 // Residual-form CPU kernels for the test, built on the CPU layer-norm
 // kernels: float32 and float64 x with a residual of x's dtype (or bfloat16
-// beside float32). `decline_backward` makes the backward decline.
+// beside float32, and then y and grad_y in float32 or bfloat16).
+// `decline_backward` makes the backward decline.
 struct FakeAddLayerNorm {
   static inline int forward_calls = 0, backward_calls = 0;
   static inline bool decline_backward = false;
@@ -42,7 +45,16 @@ struct FakeAddLayerNorm {
     else return false;
     LayerNormArgs on_sum = a;
     on_sum.x = a.sum;
+    if (a.y_dtype == a.dtype) {
+      layer_norm_forward_stub(DeviceType::CPU)(on_sum);
+      return true;
+    }
+    // A bfloat16 y beside float32: the float32 result rounded once.
+    std::vector<float> y(size_t(a.rows * a.cols));
+    on_sum.y = y.data();
+    on_sum.y_dtype = a.dtype;
     layer_norm_forward_stub(DeviceType::CPU)(on_sum);
+    for (size_t i = 0; i < y.size(); ++i) static_cast<BFloat16*>(a.y)[i] = BFloat16(y[i]);
     return true;
   }
 
@@ -59,7 +71,14 @@ struct FakeAddLayerNorm {
   static bool backward(const LayerNormArgs& a) {
     ++backward_calls;
     if (decline_backward || (a.dtype != DType::Float64 && a.dtype != DType::Float32)) return false;
-    layer_norm_backward_stub(DeviceType::CPU)(a);
+    std::vector<float> gy;
+    LayerNormArgs on = a;
+    if (a.y_dtype != a.dtype) {  // a bfloat16 grad_y beside float32
+      for (int64_t i = 0; i < a.rows * a.cols; ++i) gy.push_back(float(static_cast<const BFloat16*>(a.grad_y)[i]));
+      on.grad_y = gy.data();
+      on.y_dtype = a.dtype;
+    }
+    layer_norm_backward_stub(DeviceType::CPU)(on);
     if (a.dtype == DType::Float64) finish_backward<double>(a);
     else finish_backward<float>(a);
     return true;
@@ -178,6 +197,44 @@ TEST(AddLayerNorm, AHalfDeltaBesideAFloatStreamUnderAutocast) {
     EXPECT_TRUE(allclose(got[i].to(DType::Float64), want[i].to(DType::Float64), 1e-2, 1e-4))
         << "input " << i << ": " << (got[i].to(DType::Float64) - want[i].to(DType::Float64)).abs().max().item<double>();
   }
+}
+
+// normed_dtype bfloat16 beside a float32 stream under autocast: the
+// normalized output is the composition's converted once (bitwise), its
+// gradient the composition's through that conversion, whether the fused
+// path runs, its backward declines, or there is no fused kernel at all.
+TEST(AddLayerNorm, ANormedDtypeConvertsTheNormalizedOutputOnce) {
+  const TensorList in = {random({5, 6}, 1, DType::Float32), random({5, 6}, 2, DType::BFloat16),
+                         random({6}, 3, DType::Float32), random({6}, 4, DType::Float32)};
+  const Tensor gs = random({5, 6}, 5), gy = random({5, 6}, 6);
+  amp::autocast guard(DType::BFloat16);
+  const SumAndNorm to_bf16 = [](const TensorList& x) {
+    return add_layer_norm(x[0], x[1], {6}, x[2], x[3], 1e-5, DType::BFloat16);
+  };
+  const SumAndNorm reference = [](const TensorList& x) {
+    const auto [sum, normed] = composition(x);
+    return std::pair{sum, normed.to(DType::BFloat16)};
+  };
+  const auto [ref_sum, ref_normed] = reference(in);
+  for (int mode = 0; mode < 3; ++mode) {
+    SCOPED_TRACE(mode == 0 ? "fused" : mode == 1 ? "fused, backward declined" : "composed");
+    std::optional<FakeAddLayerNormScope> fake;
+    if (mode < 2) fake.emplace();
+    FakeAddLayerNorm::decline_backward = mode == 1;
+    const auto [sum, normed] = to_bf16(in);
+    if (mode < 2) EXPECT_EQ(FakeAddLayerNorm::forward_calls, 1);
+    EXPECT_EQ(normed.dtype(), DType::BFloat16);
+    EXPECT_TRUE(equal(sum, ref_sum));
+    EXPECT_TRUE(equal(normed, ref_normed));
+    const TensorList got = grads_of(to_bf16, in, gs, gy), want = grads_of(reference, in, gs, gy);
+    for (size_t i = 0; i < in.size(); ++i) {
+      EXPECT_EQ(got[i].dtype(), want[i].dtype()) << "input " << i;
+      EXPECT_TRUE(allclose(got[i].to(DType::Float64), want[i].to(DType::Float64), 1e-5, 1e-6)) << "input " << i;
+    }
+  }
+  FakeAddLayerNormScope fake;
+  (void)add_layer_norm(in[0], in[1], {6}, in[2], in[3], 1e-5, DType::Float16);  // neither x's nor delta's dtype
+  EXPECT_EQ(FakeAddLayerNorm::forward_calls, 0);
 }
 
 // Where the kernels cannot take the call, the composition runs: shapes that

@@ -27,7 +27,7 @@ void check_param(const char* what, const Tensor& p, const Tensor& x, const Shape
 namespace detail {
 
 LayerNormForward layer_norm_forward(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
-                                    const Tensor& bias, double eps) {
+                                    const Tensor& bias, double eps, DType y_dtype) {
   LayerNormForward f;
   f.x = x.detach().contiguous();
   f.weight = weight.defined() ? weight.detach().contiguous() : Tensor();
@@ -36,7 +36,7 @@ LayerNormForward layer_norm_forward(const Tensor& x, const Shape& normalized_sha
   for (int64_t s : normalized_shape) cols *= s;
   const int64_t rows = cols == 0 ? 0 : x.numel() / cols;
   const DType stats = layer_norm_stats_dtype(x.dtype());
-  f.y = empty(x.shape(), x.dtype(), x.device());
+  f.y = empty(x.shape(), y_dtype, x.device());
   f.mean = empty({rows}, stats, x.device());
   f.rstd = empty({rows}, stats, x.device());
   LayerNormArgs& a = f.args;
@@ -49,6 +49,7 @@ LayerNormForward layer_norm_forward(const Tensor& x, const Shape& normalized_sha
   a.weight = f.weight.defined() ? f.weight.data_ptr() : nullptr;
   a.bias = f.bias.defined() ? f.bias.data_ptr() : nullptr;
   a.y = f.y.data_ptr();
+  a.y_dtype = y_dtype;
   a.mean = f.mean.data_ptr();
   a.rstd = f.rstd.data_ptr();
   return f;
@@ -65,6 +66,7 @@ LayerNormArgs layer_norm_backward(LayerNormArgs forward, const Tensor& x, const 
   b.mean = mean.data_ptr();
   b.rstd = rstd.data_ptr();
   b.grad_y = grad_y.data_ptr();
+  b.y_dtype = grad_y.dtype();
   b.grad_x = grad_x.data_ptr();
   b.grad_weight = grad_weight.defined() ? grad_weight.data_ptr() : nullptr;
   b.grad_bias = grad_bias.defined() ? grad_bias.data_ptr() : nullptr;
@@ -94,7 +96,7 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
   check_param("weight", weight, x_in, normalized_shape);
   check_param("bias", bias, x_in, normalized_shape);
 
-  detail::LayerNormForward f = detail::layer_norm_forward(x_in, normalized_shape, weight, bias, eps);
+  detail::LayerNormForward f = detail::layer_norm_forward(x_in, normalized_shape, weight, bias, eps, x_in.dtype());
   const LayerNormArgs& a = f.args;
   const Tensor mean = f.mean, rstd = f.rstd;
   Tensor y = f.y;

@@ -16,8 +16,11 @@
 // Backward then takes x = the saved sum and grad_sum (dense [rows, cols] of
 // x's dtype, or null: zero) and writes grad_x = grad_sum + the layer norm's
 // input gradient and, when grad_residual is non-null, that same gradient
-// rounded to residual_dtype there. Each returns false, having written
-// nothing, when it does not take the call.
+// rounded to residual_dtype there. In the residual form y (forward) and
+// grad_y (backward) are of y_dtype: x's dtype, or residual_dtype (the
+// normalized output rounded once to that half type, and its gradient read
+// in it); every other kernel takes y_dtype == dtype. Each returns false,
+// having written nothing, when it does not take the call.
 #pragma once
 
 #include <cstdint>
@@ -36,8 +39,9 @@ struct LayerNormArgs {
   const void* weight = nullptr;
   const void* bias = nullptr;
   void* y = nullptr;
-  void* mean = nullptr;  // [rows], statistics dtype
-  void* rstd = nullptr;  // [rows], statistics dtype
+  DType y_dtype = DType::Float32;  // y, and grad_y in the backward (see the top)
+  void* mean = nullptr;            // [rows], statistics dtype
+  void* rstd = nullptr;            // [rows], statistics dtype
   // backward only
   const void* grad_y = nullptr;
   void* grad_x = nullptr;

@@ -1,25 +1,30 @@
 // CUDA layer-norm kernels (contract in ember/core/ops/layer_norm_kernels.h).
 //
-// Forward: one block per row. Rows of up to kRowThreads * kCachedVecs
-// 16-byte vectors (8192 float32, 16384 half) stay in registers: every
-// thread issues all its loads at once, the mean and then the variance are
-// exact sums over the registers (two block sums), and y is written from
-// them, so the row is read from memory once. Longer rows (or rows that are
-// not a whole number of vectors): pass 1 reads the row with 16-byte loads
-// and keeps Welford statistics (each vector's own mean and M2 merged into
-// the thread's, one division per vector), merged across the block; pass 2
-// re-reads the row (from L2: a block's row was just read) and writes y.
-// Backward with dweight or dbias, rows of up to kRowThreads * kOnePassVecs
-// vectors (4096 float32, 8192 half): one pass over the data. A grid of a few blocks per SM walks the
-// rows (block b takes rows b, b + grid, ...); for each row a block keeps
-// x and dy in registers, computes dx (two block sums), and each thread adds
-// its columns' dy * xhat and dy to running sums in registers (a thread
-// always holds the same columns). Each block writes its sums to a float
-// partial buffer, and a last kernel adds the blocks' partials in block
-// order: deterministic for a given device, no atomics. Otherwise (no
-// parameter gradients, or longer or unaligned rows): one block per row for
-// dx (two block sums, then dx), and a column kernel for dweight/dbias: each
-// block sums 32 columns over a slice of the rows into the partial buffer.
+// Forward: rows of up to kCachedVecs 16-byte vectors per thread stay in
+// registers: a warp per row when 32 threads hold it (1024 float32, 2048
+// half: reductions by shuffles, no block barrier), else a block of
+// kRowThreads per row (8192 float32, 16384 half). Every thread issues all
+// its loads at once, the mean and then the variance are exact sums over
+// the registers, and y is written from them, so the row is read from
+// memory once. Longer rows (or rows that are not a whole number of
+// vectors): pass 1 reads the row with 16-byte loads and keeps Welford
+// statistics (each vector's own mean and M2 merged into the thread's, one
+// division per vector), merged across the block; pass 2 re-reads the row
+// (from L2: a block's row was just read) and writes y.
+// Backward with dweight or dbias, rows of up to kWarpOnePassVecs vectors
+// per thread of a warp (768 float32, 1536 half), else kOnePassVecs per
+// thread of a block (4096 float32, 8192 half): one pass over the data. A
+// grid of as many blocks as the device holds at once walks the rows (a
+// warp, or a block, per row); for each row the team keeps x and dy in
+// registers, computes dx (two sums), and each thread adds its columns'
+// dy * xhat and dy to running sums in registers (a thread always holds the
+// same columns). A block's warps add their sums in shared memory in warp
+// order; each block writes its sums to a float partial buffer, and a last
+// kernel adds the blocks' partials in a fixed order: deterministic for a
+// given device, no atomics. Otherwise (no parameter gradients, or longer
+// or unaligned rows): one block per row for dx (two block sums, then dx),
+// and a column kernel for dweight/dbias: each block sums 32 columns over a
+// slice of the rows into the partial buffer.
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
@@ -33,9 +38,27 @@ namespace ember::cuda {
 namespace {
 
 constexpr int kRowThreads = 256;
-constexpr int kCachedVecs = 8;          // vectors of a row each thread keeps in registers
-constexpr int kOnePassBlocksPerSm = 2;  // the one-pass backward's grid
-constexpr int kOnePassVecs = 4;         // its longest rows, in vectors per thread (more would spill)
+constexpr int kCachedVecs = 8;       // vectors of a row each thread keeps in registers
+constexpr int kOnePassVecs = 4;      // its longest rows, in vectors per thread (more would spill)
+constexpr int kWarpOnePassVecs = 6;  // the same for a warp per row
+
+// Who shares a row in the cached kernels: a block of kRowThreads threads
+// (kWarp false), or one warp (kWarp true: kRowThreads / 32 rows per block,
+// reductions by shuffles alone, no block barrier per row). A team's rows
+// are row0(), row0() + step(), ...; its threads are ranked 0 .. size - 1.
+template <bool kWarp>
+struct RowTeam {
+  static constexpr int kSize = kWarp ? 32 : kRowThreads;
+  static constexpr int kPerBlock = kRowThreads / kSize;
+  __device__ static int rank() { return int(threadIdx.x) % kSize; }
+  __device__ static int64_t row0() { return int64_t(blockIdx.x) * kPerBlock + threadIdx.x / kSize; }
+  __device__ static int64_t step() { return int64_t(gridDim.x) * kPerBlock; }
+  template <typename S>
+  __device__ static S sum(S v, S* shared) {
+    if constexpr (kWarp) return warp_sum(v);
+    else return block_sum(v, shared);
+  }
+};
 
 template <typename T, int V>
 __device__ __forceinline__ void load_acc(const T* p, acc_t<T> (&out)[V]) {
@@ -91,17 +114,20 @@ __global__ void layer_norm_forward_kernel(LayerNormArgs a) {
 }
 
 // D: the residual's dtype in the residual form (kResidual: the row is
-// x + residual, rounded to T, and is written to a.sum), else unused.
-template <typename T, typename S, int V, typename D = T, bool kResidual = false>
+// x + residual, rounded to T, and is written to a.sum), else unused. Y: y's
+// type (T, or D in the residual form). kWarp: a warp per row (RowTeam).
+template <typename T, typename S, int V, typename D = T, bool kResidual = false, typename Y = T, bool kWarp = false>
 __global__ void __launch_bounds__(kRowThreads) layer_norm_forward_cached_kernel(LayerNormArgs a) {
   using A = acc_t<T>;
+  using Team = RowTeam<kWarp>;
   __shared__ S shared[32];
-  const int64_t row = blockIdx.x;
+  const int64_t row = Team::row0();
+  if (kWarp && row >= a.rows) return;  // a whole warp: no barrier follows
   const T* x = static_cast<const T*>(a.x) + row * a.cols;
-  T* y = static_cast<T*>(a.y) + row * a.cols;
+  Y* y = static_cast<Y*>(a.y) + row * a.cols;
   const T* w = static_cast<const T*>(a.weight);
   const T* b = static_cast<const T*>(a.bias);
-  const int64_t first = int64_t(threadIdx.x) * V, stride = int64_t(kRowThreads) * V;
+  const int64_t first = int64_t(Team::rank()) * V, stride = int64_t(Team::kSize) * V;
 
   A v[kCachedVecs][V];
 #pragma unroll
@@ -128,7 +154,7 @@ __global__ void __launch_bounds__(kRowThreads) layer_norm_forward_cached_kernel(
 #pragma unroll
     for (int j = 0; j < V; ++j) sum += S(v[k][j]);
   }
-  const S mean = block_sum(sum, shared) / S(a.cols);
+  const S mean = Team::sum(sum, shared) / S(a.cols);
   S m2 = 0;
 #pragma unroll
   for (int k = 0; k < kCachedVecs; ++k) {
@@ -136,8 +162,8 @@ __global__ void __launch_bounds__(kRowThreads) layer_norm_forward_cached_kernel(
 #pragma unroll
     for (int j = 0; j < V; ++j) m2 += (S(v[k][j]) - mean) * (S(v[k][j]) - mean);
   }
-  const S rstd = S(1) / ::sqrt(block_sum(m2, shared) / S(a.cols) + S(a.eps));
-  if (threadIdx.x == 0) {
+  const S rstd = S(1) / ::sqrt(Team::sum(m2, shared) / S(a.cols) + S(a.eps));
+  if (Team::rank() == 0) {
     static_cast<S*>(a.mean)[row] = mean;
     static_cast<S*>(a.rstd)[row] = rstd;
   }
@@ -145,13 +171,13 @@ __global__ void __launch_bounds__(kRowThreads) layer_norm_forward_cached_kernel(
   for (int k = 0; k < kCachedVecs; ++k) {
     const int64_t c = first + k * stride;
     if (c >= a.cols) continue;
-    Vec<T, V> out;
+    Vec<Y, V> out;
 #pragma unroll
     for (int j = 0; j < V; ++j) {
       S r = (S(v[k][j]) - mean) * rstd;
       if (w) r *= S(to_acc(w[c + j]));
       if (b) r += S(to_acc(b[c + j]));
-      out.v[j] = from_acc<T>(A(r));
+      out.v[j] = from_acc<Y>(acc_t<Y>(r));
     }
     store_vec(y + c, out);
   }
@@ -203,14 +229,19 @@ __global__ void layer_norm_backward_dx_kernel(LayerNormArgs a) {
 // go to partial_w / partial_b [gridDim.x][cols].
 // In the residual form (kResidual), grad_sum (when given) is added to dx,
 // and dx is written to grad_residual in D too (when given); partial_w and
-// partial_b may then be null (no parameter gradients).
-template <typename T, typename S, int V, int NV, typename D = T, bool kResidual = false>
+// partial_b may then be null (no parameter gradients). Y: grad_y's type (T,
+// or D in the residual form; acc_t<Y> is acc_t<T> either way). kWarp: a
+// warp per row (RowTeam); the block's warps then add their sums into
+// shared memory one warp after another before the block writes them.
+template <typename T, typename S, int V, int NV, typename D = T, bool kResidual = false, typename Y = T,
+          bool kWarp = false>
 __global__ void __launch_bounds__(kRowThreads)
     layer_norm_backward_cached_kernel(LayerNormArgs a, S* partial_w, S* partial_b) {
   using A = acc_t<T>;
+  using Team = RowTeam<kWarp>;
   __shared__ S shared[32];
   const T* w = static_cast<const T*>(a.weight);
-  const int64_t first = int64_t(threadIdx.x) * V, stride = int64_t(kRowThreads) * V;
+  const int64_t first = int64_t(Team::rank()) * V, stride = int64_t(Team::kSize) * V;
   const S inv_n = S(1) / S(a.cols);
   S wv[NV][V];
 #pragma unroll
@@ -222,9 +253,9 @@ __global__ void __launch_bounds__(kRowThreads)
     }
   }
   S dw[NV][V] = {}, db[NV][V] = {};
-  for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
+  for (int64_t row = Team::row0(); row < a.rows; row += Team::step()) {
     const T* x = static_cast<const T*>(a.x) + row * a.cols;
-    const T* gy = static_cast<const T*>(a.grad_y) + row * a.cols;
+    const Y* gy = static_cast<const Y*>(a.grad_y) + row * a.cols;
     T* gx = static_cast<T*>(a.grad_x) + row * a.cols;
     const S mean = static_cast<const S*>(a.mean)[row], rstd = static_cast<const S*>(a.rstd)[row];
     A xv[NV][V], gv[NV][V];
@@ -232,7 +263,7 @@ __global__ void __launch_bounds__(kRowThreads)
     for (int k = 0; k < NV; ++k) {
       if (first + k * stride < a.cols) {
         load_acc<T, V>(x + first + k * stride, xv[k]);
-        load_acc<T, V>(gy + first + k * stride, gv[k]);
+        load_acc<Y, V>(gy + first + k * stride, gv[k]);
       }
     }
     S sum_dxhat = 0, sum_dxhat_xhat = 0;
@@ -249,8 +280,8 @@ __global__ void __launch_bounds__(kRowThreads)
         db[k][j] += S(gv[k][j]);
       }
     }
-    sum_dxhat = block_sum(sum_dxhat, shared);
-    sum_dxhat_xhat = block_sum(sum_dxhat_xhat, shared);
+    sum_dxhat = Team::sum(sum_dxhat, shared);
+    sum_dxhat_xhat = Team::sum(sum_dxhat_xhat, shared);
 #pragma unroll
     for (int k = 0; k < NV; ++k) {
       const int64_t c = first + k * stride;
@@ -285,14 +316,44 @@ __global__ void __launch_bounds__(kRowThreads)
     }
   }
   if (partial_w == nullptr) return;
+  S* out_w = partial_w + int64_t(blockIdx.x) * a.cols;
+  S* out_b = partial_b + int64_t(blockIdx.x) * a.cols;
+  if constexpr (kWarp) {
+    // Warp 0 writes its sums, the others add theirs in warp order (a
+    // fixed order), then the block's sums go out: the row sums of all the
+    // block's rows, whichever warp took them.
+    extern __shared__ unsigned char block_sums_bytes[];
+    S* sum_w = reinterpret_cast<S*>(block_sums_bytes);
+    S* sum_b = sum_w + a.cols;
+    for (int team = 0; team < Team::kPerBlock; ++team) {
+      if (int(threadIdx.x) / Team::kSize == team) {
 #pragma unroll
-  for (int k = 0; k < NV; ++k) {
+        for (int k = 0; k < NV; ++k) {
 #pragma unroll
-    for (int j = 0; j < V; ++j) {
-      const int64_t c = first + k * stride + j;
-      if (c >= a.cols) continue;
-      partial_w[int64_t(blockIdx.x) * a.cols + c] = dw[k][j];
-      partial_b[int64_t(blockIdx.x) * a.cols + c] = db[k][j];
+          for (int j = 0; j < V; ++j) {
+            const int64_t c = first + k * stride + j;
+            if (c >= a.cols) continue;
+            sum_w[c] = team == 0 ? dw[k][j] : sum_w[c] + dw[k][j];
+            sum_b[c] = team == 0 ? db[k][j] : sum_b[c] + db[k][j];
+          }
+        }
+      }
+      __syncthreads();
+    }
+    for (int64_t c = threadIdx.x; c < a.cols; c += kRowThreads) {
+      out_w[c] = sum_w[c];
+      out_b[c] = sum_b[c];
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < NV; ++k) {
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        const int64_t c = first + k * stride + j;
+        if (c >= a.cols) continue;
+        out_w[c] = dw[k][j];
+        out_b[c] = db[k][j];
+      }
     }
   }
 }
@@ -327,17 +388,36 @@ __global__ void layer_norm_backward_params_kernel(LayerNormArgs a, S* partial_w,
   }
 }
 
+// Block (32, 8): 32 columns; thread row y adds slices y, y + 8, ..., then
+// the 8 sums are added in thread-row order (a fixed order).
 template <typename T, typename S>
 __global__ void layer_norm_sum_partials_kernel(LayerNormArgs a, const S* partial_w, const S* partial_b, int slices) {
-  const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (c >= a.cols) return;
+  __shared__ S sw[8][33], sb[8][33];
+  const int64_t c = int64_t(blockIdx.x) * 32 + threadIdx.x;
   S dw = 0, db = 0;
-  for (int i = 0; i < slices; ++i) {
-    dw += partial_w[int64_t(i) * a.cols + c];
-    db += partial_b[int64_t(i) * a.cols + c];
+  if (c < a.cols) {
+    for (int i = int(threadIdx.y); i < slices; i += 8) {
+      dw += partial_w[int64_t(i) * a.cols + c];
+      db += partial_b[int64_t(i) * a.cols + c];
+    }
+  }
+  sw[threadIdx.y][threadIdx.x] = dw;
+  sb[threadIdx.y][threadIdx.x] = db;
+  __syncthreads();
+  if (threadIdx.y != 0 || c >= a.cols) return;
+  for (int i = 1; i < 8; ++i) {
+    dw += sw[i][threadIdx.x];
+    db += sb[i][threadIdx.x];
   }
   if (a.grad_weight) static_cast<T*>(a.grad_weight)[c] = from_acc<T>(acc_t<T>(dw));
   if (a.grad_bias) static_cast<T*>(a.grad_bias)[c] = from_acc<T>(acc_t<T>(db));
+}
+
+template <typename T, typename S>
+void sum_partials(const LayerNormArgs& a, const S* partial_w, const S* partial_b, int slices, cudaStream_t stream) {
+  layer_norm_sum_partials_kernel<T, S>
+      <<<unsigned((a.cols + 31) / 32), dim3(32, 8), 0, stream>>>(a, partial_w, partial_b, slices);
+  EMBER_CUDA_CHECK_LAUNCH();
 }
 
 // 16-byte vectors when they divide the row and the row tensors (`rows`:
@@ -352,33 +432,49 @@ void with_vector_width(int64_t cols, std::initializer_list<const void*> rows, La
   else launch.template operator()<1>();
 }
 
+// The forward with the row in registers (up to kCachedVecs vectors per
+// thread): a warp per row when 32 threads hold it, else a block per row.
+// Returns false, launching nothing, for longer rows.
+template <typename T, typename S, int V, typename D = T, bool kResidual = false, typename Y = T>
+bool cached_forward(const LayerNormArgs& a, cudaStream_t stream) {
+  if (a.cols <= int64_t(RowTeam<true>::kSize) * kCachedVecs * V) {
+    const int64_t blocks = (a.rows + RowTeam<true>::kPerBlock - 1) / RowTeam<true>::kPerBlock;
+    layer_norm_forward_cached_kernel<T, S, V, D, kResidual, Y, true><<<unsigned(blocks), kRowThreads, 0, stream>>>(a);
+  } else if (a.cols <= int64_t(kRowThreads) * kCachedVecs * V) {
+    layer_norm_forward_cached_kernel<T, S, V, D, kResidual, Y, false><<<unsigned(a.rows), kRowThreads, 0, stream>>>(a);
+  } else {
+    return false;
+  }
+  EMBER_CUDA_CHECK_LAUNCH();
+  return true;
+}
+
 void forward(const LayerNormArgs& a) {
   DeviceGuard guard(a.device);
   cudaStream_t stream = current_stream(a.device).handle();
   EMBER_DISPATCH_FLOAT(a.dtype, "layer_norm", [&]<typename T>() {
     using S = std::conditional_t<std::is_same_v<T, double>, double, float>;
     with_vector_width<T>(a.cols, {a.x, a.y}, [&]<int V>() {
-      if (V > 1 && a.cols <= int64_t(kRowThreads) * kCachedVecs * V) {
-        layer_norm_forward_cached_kernel<T, S, V><<<unsigned(a.rows), kRowThreads, 0, stream>>>(a);
-      } else {
-        layer_norm_forward_kernel<T, S, V><<<unsigned(a.rows), kRowThreads, 0, stream>>>(a);
-      }
+      if (V > 1 && cached_forward<T, S, V>(a, stream)) return;
+      layer_norm_forward_kernel<T, S, V><<<unsigned(a.rows), kRowThreads, 0, stream>>>(a);
       EMBER_CUDA_CHECK_LAUNCH();
     });
   });
 }
 
-// The one-pass backward (dx, and dweight and dbias) when it takes the call:
-// V-element vectors, rows of at most kOnePassVecs vectors per thread, and
-// outside the residual form parameter gradients asked for (else the dx
-// kernel alone reads less). Returns whether it ran.
-template <typename T, typename S, int V, typename D = T, bool kResidual = false>
-bool one_pass_backward(const LayerNormArgs& a, cudaStream_t stream) {
-  const int64_t vecs = (a.cols + int64_t(kRowThreads) * V - 1) / (int64_t(kRowThreads) * V);  // per thread
+// One launch of the one-pass backward: a grid of as many blocks as the
+// device holds at once (or fewer, for few rows), then the sum of their
+// partials when parameter gradients are asked for.
+template <typename T, typename S, int V, int NV, typename D, bool kResidual, typename Y, bool kWarp>
+void run_one_pass(const LayerNormArgs& a, cudaStream_t stream) {
+  const auto kernel = layer_norm_backward_cached_kernel<T, S, V, NV, D, kResidual, Y, kWarp>;
   const bool params = a.grad_weight || a.grad_bias;
-  if ((!params && !kResidual) || vecs > kOnePassVecs) return false;
+  const size_t shared = kWarp && params ? 2 * size_t(a.cols) * sizeof(S) : 0;
+  int per_sm = 0;
+  EMBER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kRowThreads, shared));
+  const int64_t needed = (a.rows + RowTeam<kWarp>::kPerBlock - 1) / RowTeam<kWarp>::kPerBlock;
   const int blocks =
-      int(std::min<int64_t>(a.rows, int64_t(kOnePassBlocksPerSm) * properties(a.device).multiprocessor_count));
+      int(std::min<int64_t>(needed, int64_t(std::max(per_sm, 1)) * properties(a.device).multiprocessor_count));
   Tensor partial;
   S *pw = nullptr, *pb = nullptr;
   if (params) {
@@ -386,18 +482,26 @@ bool one_pass_backward(const LayerNormArgs& a, cudaStream_t stream) {
     pw = static_cast<S*>(partial.data_ptr());
     pb = pw + int64_t(blocks) * a.cols;
   }
-  const auto launch = [&]<int NV>() {
-    layer_norm_backward_cached_kernel<T, S, V, NV, D, kResidual>
-        <<<unsigned(blocks), kRowThreads, 0, stream>>>(a, pw, pb);
-    EMBER_CUDA_CHECK_LAUNCH();
-  };
-  if (vecs == 1) launch.template operator()<1>();
-  else if (vecs == 2) launch.template operator()<2>();
-  else launch.template operator()<kOnePassVecs>();
-  if (params) {
-    layer_norm_sum_partials_kernel<T, S><<<unsigned((a.cols + 255) / 256), 256, 0, stream>>>(a, pw, pb, blocks);
-    EMBER_CUDA_CHECK_LAUNCH();
-  }
+  kernel<<<unsigned(blocks), kRowThreads, shared, stream>>>(a, pw, pb);
+  EMBER_CUDA_CHECK_LAUNCH();
+  if (params) sum_partials<T, S>(a, pw, pb, blocks, stream);
+}
+
+// The one-pass backward (dx, and dweight and dbias) when it takes the call:
+// V-element vectors, rows that a warp holds in at most kWarpOnePassVecs
+// vectors per thread (a warp per row) or a block in at most kOnePassVecs
+// (a block per row), and outside the residual form parameter gradients
+// asked for (else the dx kernel alone reads less). Returns whether it ran.
+template <typename T, typename S, int V, typename D = T, bool kResidual = false, typename Y = T>
+bool one_pass_backward(const LayerNormArgs& a, cudaStream_t stream) {
+  if (!kResidual && !a.grad_weight && !a.grad_bias) return false;
+  const auto per_thread = [&](int threads) { return (a.cols + int64_t(threads) * V - 1) / (int64_t(threads) * V); };
+  const int64_t warp_vecs = per_thread(RowTeam<true>::kSize), block_vecs = per_thread(kRowThreads);
+  if (warp_vecs <= 2) run_one_pass<T, S, V, 2, D, kResidual, Y, true>(a, stream);
+  else if (warp_vecs <= kWarpOnePassVecs) run_one_pass<T, S, V, kWarpOnePassVecs, D, kResidual, Y, true>(a, stream);
+  else if (block_vecs <= 2) run_one_pass<T, S, V, 2, D, kResidual, Y, false>(a, stream);
+  else if (block_vecs <= kOnePassVecs) run_one_pass<T, S, V, kOnePassVecs, D, kResidual, Y, false>(a, stream);
+  else return false;
   return true;
 }
 
@@ -410,6 +514,18 @@ bool with_residual_type(DType residual, Fn fn) {
   if constexpr (std::is_same_v<T, float>) {
     if (residual == DType::Float16) return fn.template operator()<Half>();
     if (residual == DType::BFloat16) return fn.template operator()<BFloat16>();
+  }
+  return false;
+}
+
+// Calls fn.template operator()<Y>() with Y the C++ type of a residual
+// form's y_dtype: T, or D (the residual's type) where that differs; false
+// for any other.
+template <typename T, typename D, typename Fn>
+bool with_output_type(DType y_dtype, Fn fn) {
+  if (y_dtype == dtype_of<T>::value) return fn.template operator()<T>();
+  if constexpr (!std::is_same_v<T, D>) {
+    if (y_dtype == dtype_of<D>::value) return fn.template operator()<D>();
   }
   return false;
 }
@@ -428,9 +544,8 @@ bool add_forward(const LayerNormArgs& a) {
       if (!aligned16(p)) return;
     }
     done = with_residual_type<T>(a.residual_dtype, [&]<typename D>() {
-      layer_norm_forward_cached_kernel<T, S, V, D, true><<<unsigned(a.rows), kRowThreads, 0, stream>>>(a);
-      EMBER_CUDA_CHECK_LAUNCH();
-      return true;
+      return with_output_type<T, D>(a.y_dtype,
+                                    [&]<typename Y>() { return cached_forward<T, S, V, D, true, Y>(a, stream); });
     });
   });
   return done;
@@ -447,8 +562,10 @@ bool add_backward(const LayerNormArgs& a) {
     for (const void* p : std::initializer_list<const void*>{a.x, a.grad_y, a.grad_x, a.grad_sum, a.grad_residual}) {
       if (p != nullptr && !aligned16(p)) return;
     }
-    done = with_residual_type<T>(a.residual_dtype,
-                                 [&]<typename D>() { return one_pass_backward<T, S, V, D, true>(a, stream); });
+    done = with_residual_type<T>(a.residual_dtype, [&]<typename D>() {
+      return with_output_type<T, D>(a.y_dtype,
+                                    [&]<typename Y>() { return one_pass_backward<T, S, V, D, true, Y>(a, stream); });
+    });
   });
   return done;
 }
@@ -475,8 +592,7 @@ void backward(const LayerNormArgs& a) {
     layer_norm_backward_params_kernel<T, S>
         <<<dim3(unsigned(col_blocks), unsigned(slices)), dim3(32, 8), 0, stream>>>(a, pw, pb);
     EMBER_CUDA_CHECK_LAUNCH();
-    layer_norm_sum_partials_kernel<T, S><<<unsigned((a.cols + 255) / 256), 256, 0, stream>>>(a, pw, pb, slices);
-    EMBER_CUDA_CHECK_LAUNCH();
+    sum_partials<T, S>(a, pw, pb, slices, stream);
   });
 }
 

@@ -452,6 +452,31 @@ TEST(CudaAttention, EachPathMatchesTheCpu) {
   }
 }
 
+TEST(CudaAttention, EachPathWritesASplitPackedProjectionsGradientsAsOneBlock) {
+  // q, k, v as (B, H, T, E) views of the thirds of one (B, T, 3 H E)
+  // projection (a GPT's split): every path writes their gradients into one
+  // block with the projection's row stride (attention.cpp), which the split
+  // returns as qkv's gradient without a copy; values as on the CPU.
+  EMBER_REQUIRE_CUDA();
+  const int64_t B = 2, T = 37, H = 3, E = 64;
+  for (cuda::AttentionPath path : {cuda::AttentionPath::Auto, cuda::AttentionPath::Simt,
+                                   cuda::AttentionPath::TensorCore, cuda::AttentionPath::Cudnn}) {
+    ForcedPath forced(path);
+    for (DType dt : {DType::BFloat16, DType::Float16}) {
+      Tensor qkv = testing::random_values({B, T, 3 * H * E}, dt, 5).set_requires_grad();
+      EXPECT_TRUE(testing::cuda_matches_cpu(
+          [&](const TensorList& in) {
+            const TensorList parts = split(in[0], H * E, 2);
+            TensorList h;
+            for (const Tensor& p : parts) h.push_back(p.view({B, T, H, E}).transpose(1, 2));
+            return TensorList{scaled_dot_product_attention(h[0], h[1], h[2], {}, 0.0, /*is_causal=*/true)};
+          },
+          {qkv}, /*grads=*/true, tensor_core_tolerance(dt)))
+          << cuda::attention_path_name(path) << " " << dtype_name(dt);
+    }
+  }
+}
+
 #endif
 
 TEST(CudaAttention, TheAutomaticPathMatchesTheCpu) {

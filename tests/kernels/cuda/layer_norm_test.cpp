@@ -35,14 +35,16 @@ TEST(CudaLayerNorm, ForwardAndBackwardMatchCpu) {
 }
 
 // Many rows per block: the one-pass backward (dx, dweight and dbias from one
-// read of the rows, for rows of up to 4 vectors per thread) walks several
-// rows in each block and sums the blocks' parameter partials; a weight
-// without a bias asks for dweight alone. Widths of 1, 2 and 4 vectors per
-// thread, and one past them (the two-kernel path).
+// read of the rows: a warp per row for rows of up to 6 vectors per lane, a
+// block per row for up to 4 vectors per thread) walks several rows in each
+// block and sums the blocks' parameter partials; a weight without a bias
+// asks for dweight alone. Widths of 1, 2 and 6 vectors per lane (128, 200,
+// 768 float32), of 1, 2 and 4 per block thread, and one past them (the
+// two-kernel path).
 TEST(CudaLayerNorm, ManyRowsMatchCpu) {
   EMBER_REQUIRE_CUDA();
   for (DType dt : {DType::Float32, DType::Float64, DType::BFloat16}) {
-    for (int64_t cols : {768, 1000, 2048, 4104}) {
+    for (int64_t cols : {128, 200, 768, 1000, 2048, 4104}) {
       Generator g{uint64_t(cols) + 7};
       Tensor x = (randn({1031, cols}, DType::Float32, kCPU, &g) * 2.0 + 0.5).to(dt).set_requires_grad();
       Tensor w = randn({cols}, DType::Float32, kCPU, &g).to(dt).set_requires_grad();
@@ -101,6 +103,33 @@ TEST(CudaAddLayerNorm, MatchesTheCpusComposition) {
           [cols](const TensorList& in) { return TensorList{add_layer_norm(in[0], in[1], {cols}).first}; }, {x, d}, true,
           tol))
           << what << " (sum alone)";
+    }
+  }
+}
+
+// normed_dtype of delta's half type beside a float32 x (a GPT's residual
+// stream under autocast): the kernels write the normalized output in it and
+// read its gradient in it; against the CPU's composition converted once.
+// 4104 columns: the one-pass backward declines, layer_norm's runs on the
+// gradient converted back.
+TEST(CudaAddLayerNorm, AHalfNormedOutputMatchesTheCpusComposition) {
+  EMBER_REQUIRE_CUDA();
+  for (DType half : {DType::BFloat16, DType::Float16}) {
+    for (int64_t cols : {200, 768, 1000, 4104}) {
+      Generator g{uint64_t(cols) + 13};
+      Tensor x = (randn({517, cols}, DType::Float32, kCPU, &g) * 2.0 + 0.5).set_requires_grad();
+      Tensor d = randn({517, cols}, DType::Float32, kCPU, &g).to(half).set_requires_grad();
+      Tensor w = randn({cols}, DType::Float32, kCPU, &g).set_requires_grad();
+      Tensor b = randn({cols}, DType::Float32, kCPU, &g).set_requires_grad();
+      const std::string what = std::string(dtype_name(half)) + " cols=" + std::to_string(cols);
+      EXPECT_TRUE(testing::cuda_matches_cpu(
+          [cols, half](const TensorList& in) {
+            const auto [sum, normed] = add_layer_norm(in[0], in[1], {cols}, in[2], in[3], 1e-5, half);
+            EXPECT_EQ(normed.dtype(), half);
+            return TensorList{sum, normed};
+          },
+          {x, d, w, b}, /*grads=*/true, testing::tolerance_for(half)))
+          << what;
     }
   }
 }
