@@ -2,7 +2,8 @@
 // examples/gpt/model.h, at GptConfig::gpt2_small(): 12 layers, width 768,
 // 12 heads, context 1024, vocab 50257, the head tied to the token
 // embedding, GELU tanh, GPT-2's initialization; 124,439,808 parameters;
-// the MLP's first Linear and GELU run as one linear_gelu) on random tokens, at each batch size, as a markdown table:
+// the MLP's Linear, GELU and Linear run as one linear_gelu_linear) on
+// random tokens, at each batch size, as a markdown table:
 // ms/step, tokens/s, model FLOP/s, MFU and peak memory.
 // benchmarks/gpt_train_torch.py prints the same table for PyTorch eager and
 // torch.compile.

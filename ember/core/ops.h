@@ -11,10 +11,10 @@
 // - Each differentiable op records a node for backward when grad mode is on
 //   and an input requires grad; its name is the op's name + "Backward".
 // - Under autocast (ember/parallel/amp/autocast.h) matmul, linear,
-//   linear_gelu, conv2d and scaled_dot_product_attention cast their inputs
-//   to the autocast dtype, and softmax, log_softmax, layer_norm, sum, mean,
-//   var, std and logsumexp cast half inputs to float32
-//   (ember/core/autocast_state.h has the exact rules).
+//   linear_gelu, linear_gelu_linear, conv2d and scaled_dot_product_attention
+//   cast their inputs to the autocast dtype, and softmax, log_softmax,
+//   layer_norm, sum, mean, var, std and logsumexp cast half inputs to
+//   float32 (ember/core/autocast_state.h has the exact rules).
 // - Errors are ember::Error naming the op, the shapes, dtypes and devices.
 #pragma once
 
@@ -326,6 +326,16 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
 // sizes cublasLt declines: out_features not a multiple of 8) it is the
 // composition itself.
 Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias, std::string_view approximate = "tanh");
+// ember's fused form of linear(gelu(linear(x, weight1, bias1), approximate),
+// weight2, bias2), a transformer's MLP, with exactly that result, gradients
+// (double backward included) and autocast behaviour (PyTorch has no such
+// function). Where linear_gelu's epilogue runs (CUDA, bias1, "tanh"), the
+// forward is that GEMM then the second linear, and one backward node
+// computes the gelu' of its gradient in a GEMM's epilogue (cublasLt
+// DGELU_BGRAD) instead of a separate gelu_backward kernel. Otherwise it is
+// the composition itself.
+Tensor linear_gelu_linear(const Tensor& x, const Tensor& weight1, const Tensor& bias1, const Tensor& weight2,
+                          const Tensor& bias2, std::string_view approximate = "tanh");
 
 // ---------------- joining and splitting ----------------
 // cat promotes dtypes; sizes must match except along dim. As in PyTorch's

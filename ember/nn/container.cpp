@@ -1,5 +1,6 @@
 // Sequential and ModuleList: registration by position, indexing, forward
-// (with Linear followed by GELU run as one linear_gelu) and clone.
+// (with Linear, GELU, Linear run as one linear_gelu_linear and a Linear
+// followed by a GELU otherwise as one linear_gelu) and clone.
 #include "ember/nn/container.h"
 
 #include <typeinfo>
@@ -37,16 +38,28 @@ std::shared_ptr<UnaryModule> Sequential::operator[](int64_t index) const {
 
 namespace {
 
-// The Linear with a bias at modules[i] when modules[i + 1] is a GELU, both
-// of exactly those classes (a subclass may override forward): the pair that
-// linear_gelu fuses.
-const Linear* linear_before_gelu(const std::vector<std::shared_ptr<UnaryModule>>& modules, size_t i) {
-  if (i + 1 >= modules.size()) return nullptr;
-  const UnaryModule& first = *modules[i];
-  const UnaryModule& second = *modules[i + 1];
-  if (typeid(first) != typeid(Linear) || typeid(second) != typeid(GELU)) return nullptr;
-  const auto& linear = static_cast<const Linear&>(first);
-  return linear.bias.defined() ? &linear : nullptr;
+// m as an M when it is of exactly class M (a subclass may override
+// forward), else null.
+template <typename M>
+const M* exactly(const UnaryModule& m) {
+  return typeid(m) == typeid(M) ? static_cast<const M*>(&m) : nullptr;
+}
+
+// The members that Sequential runs as one op from modules[i]: a Linear with
+// a bias and a GELU (linear_gelu), and the Linear after them if there is one
+// (linear_gelu_linear), all of exactly those classes.
+struct FusedRun {
+  const Linear* first = nullptr;
+  const GELU* gelu = nullptr;
+  const Linear* second = nullptr;
+};
+
+FusedRun fused_run(const std::vector<std::shared_ptr<UnaryModule>>& modules, size_t i) {
+  if (i + 1 >= modules.size()) return {};
+  const Linear* first = exactly<Linear>(*modules[i]);
+  const GELU* gelu = exactly<GELU>(*modules[i + 1]);
+  if (first == nullptr || gelu == nullptr || !first->bias.defined()) return {};
+  return {first, gelu, i + 2 < modules.size() ? exactly<Linear>(*modules[i + 2]) : nullptr};
 }
 
 }  // namespace
@@ -54,12 +67,17 @@ const Linear* linear_before_gelu(const std::vector<std::shared_ptr<UnaryModule>>
 Tensor Sequential::forward(const Tensor& input) {
   Tensor x = input;
   for (size_t i = 0; i < modules_.size(); ++i) {
-    if (const Linear* linear = linear_before_gelu(modules_, i)) {
-      x = linear_gelu(x, linear->weight, linear->bias, static_cast<const GELU&>(*modules_[i + 1]).approximate);
-      ++i;
-      continue;
+    const FusedRun run = fused_run(modules_, i);
+    if (run.second != nullptr) {
+      x = linear_gelu_linear(x, run.first->weight, run.first->bias, run.second->weight, run.second->bias,
+                             run.gelu->approximate);
+      i += 2;
+    } else if (run.first != nullptr) {
+      x = linear_gelu(x, run.first->weight, run.first->bias, run.gelu->approximate);
+      i += 1;
+    } else {
+      x = modules_[i]->forward(x);
     }
-    x = modules_[i]->forward(x);
   }
   return x;
 }

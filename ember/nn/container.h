@@ -19,10 +19,13 @@
 namespace ember::nn {
 
 // forward(x) runs x through every member in order; an empty Sequential is
-// the identity. A Linear with a bias directly followed by a GELU (both of
-// exactly those classes) runs as one linear_gelu (ember/core/ops.h): the
-// same result and gradients, and on CUDA with GELU("tanh") one GEMM whose
-// epilogue adds the bias and applies the GELU.
+// the identity. A Linear with a bias directly followed by a GELU and a
+// Linear (all of exactly those classes: an MLP) runs as one
+// linear_gelu_linear, and such a Linear and GELU followed by anything else
+// as one linear_gelu (ember/core/ops.h): the same results and gradients,
+// and on CUDA with GELU("tanh") one GEMM whose epilogue adds the bias and
+// applies the GELU, and in the MLP's backward gelu' in the epilogue of the
+// GEMM that produces its gradient.
 class Sequential : public UnaryModule {
  public:
   Sequential() = default;

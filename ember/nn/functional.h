@@ -47,6 +47,10 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias = {}
 // gelu(linear(input, weight, bias), approximate) in one op, the bias and the
 // GELU in the GEMM's epilogue on CUDA (ember/core/ops.h has its semantics).
 using ember::linear_gelu;
+// linear(gelu(linear(input, weight1, bias1), approximate), weight2, bias2) in
+// one op, an MLP whose backward takes gelu' in a GEMM's epilogue on CUDA
+// (ember/core/ops.h has its semantics).
+using ember::linear_gelu_linear;
 
 // torch.nn.functional.scaled_dot_product_attention: ember's fused op
 // (ember/core/ops.h has its semantics).

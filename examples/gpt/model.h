@@ -27,9 +27,10 @@
 // Parameters: (vocab + context) width + layers (12 width^2 + 13 width)
 // + 2 width, plus vocab width for an untied head.
 //
-// mlp's first Linear and its GELU run as one op: nn::Sequential runs a
-// Linear followed by a GELU as ember::linear_gelu (on CUDA with "tanh", the
-// bias and the GELU in the GEMM's epilogue). Each residual add and the layer
+// mlp's Linear, GELU and Linear run as one op: nn::Sequential runs them as
+// ember::linear_gelu_linear (on CUDA with "tanh", the bias and the GELU in
+// the first GEMM's epilogue, and in the backward gelu' in the epilogue of
+// the GEMM that produces its gradient). Each residual add and the layer
 // norm after it (ln2 in a block; the next block's ln1, or ln_f, after it)
 // run as one ember::add_layer_norm: Gpt::forward runs the blocks itself to
 // pair a block's last add with the next norm.

@@ -2,83 +2,35 @@
 // gelu(linear(x, W, b), approximate) bit for bit on the composed path, for
 // every rank, both approximations, with and without bias; float64 gradients
 // (first and second order). The fused path (gemm_bias_gelu_stub, CUDA only
-// in ember) is driven on the CPU by a test kernel installed in the stub, so
-// its graph (LinearBackward under GeluBackward on the saved pre-activation),
-// its fallbacks and the arguments the kernel receives are checked here;
+// in ember) is driven on the CPU by a test kernel installed in the stub
+// (tests/support/fake_gelu_gemms.h), so its graph (LinearBackward under
+// GeluBackward on the saved pre-activation), its fallbacks and the
+// arguments the kernel receives are checked here;
 // tests/kernels/cuda/linear_gelu_test.cpp checks cublasLt's epilogue.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <string>
 
 #include "ember/core/ops/gemm_kernels.h"
 #include "ember/ember.h"
 #include "ember/parallel/amp/autocast.h"
 #include "support/error_message.h"
+#include "support/fake_gelu_gemms.h"
 #include "support/gradcheck.h"
 
 namespace ember {
 namespace {
 
 using testing::error_of;
+using testing::FakeGeluGemms;
+using testing::FakeGeluKernel;
 using ::testing::HasSubstr;
 
 Tensor random(const Shape& shape, DType dtype = DType::Float64, uint64_t seed = 1) {
   Generator g(seed);
   return randn(shape, DType::Float64, kCPU, &g).to(dtype);
 }
-
-// A CPU gemm_bias_gelu kernel for the test: the CPU gemm_bias kernel into
-// pre, then C = gelu_tanh(pre). float32 and float64 only; it declines other
-// dtypes and, with `decline` set, everything.
-struct FakeGeluKernel {
-  static inline int calls = 0;
-  static inline bool decline = false;
-  static inline int64_t last_ld_pre = 0;
-
-  template <typename T>
-  static void apply(const GemmArgs& g, const T* pre, int64_t ld_pre) {
-    T* c = static_cast<T*>(g.c);
-    for (int64_t i = 0; i < g.m; ++i) {
-      for (int64_t j = 0; j < g.n; ++j) {
-        const double x = pre[i * ld_pre + j];
-        const double inner = 0.79788456080286535588 * (x + 0.044715 * x * x * x);
-        c[i * g.ldc + j] = T(0.5 * x * (1 + std::tanh(inner)));
-      }
-    }
-  }
-
-  static bool run(const GemmArgs& g, const void* bias, void* pre, int64_t ld_pre) {
-    ++calls;
-    last_ld_pre = ld_pre;
-    if (decline || (g.dtype != DType::Float32 && g.dtype != DType::Float64)) return false;
-    GemmArgs to_pre = g;
-    to_pre.c = pre;
-    to_pre.ldc = ld_pre;
-    EMBER_INTERNAL_ASSERT(gemm_bias_stub(DeviceType::CPU)(to_pre, bias), "the CPU gemm_bias kernel never declines");
-    if (g.dtype == DType::Float64) {
-      apply(g, static_cast<const double*>(pre), ld_pre);
-    } else {
-      apply(g, static_cast<const float*>(pre), ld_pre);
-    }
-    return true;
-  }
-};
-
-// Installs FakeGeluKernel as the CPU kernel of gemm_bias_gelu_stub for a
-// scope (the CPU has none of its own).
-class FakeGeluScope {
- public:
-  FakeGeluScope() {
-    FakeGeluKernel::calls = 0;
-    FakeGeluKernel::decline = false;
-    gemm_bias_gelu_stub.set(DeviceType::CPU, &FakeGeluKernel::run);
-  }
-  ~FakeGeluScope() { gemm_bias_gelu_stub.set(DeviceType::CPU, nullptr); }
-  FakeGeluScope(const FakeGeluScope&) = delete;
-  FakeGeluScope& operator=(const FakeGeluScope&) = delete;
-};
 
 // ---------------- the composed path (the CPU's) ----------------
 
@@ -119,7 +71,7 @@ TEST(LinearGelu, SecondOrderGradientsMatchTheComposition) {
   };
   const TensorList composed = second(false);
   {
-    FakeGeluScope fake;
+    FakeGeluGemms fake;
     const TensorList fused = second(true);
     EXPECT_EQ(FakeGeluKernel::calls, 1);
     for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(allclose(fused[i], composed[i], 1e-12, 1e-12)) << i;
@@ -129,7 +81,7 @@ TEST(LinearGelu, SecondOrderGradientsMatchTheComposition) {
 // ---------------- the fused path, through a test kernel ----------------
 
 TEST(LinearGeluFused, TakesTheKernelForTanhAndRecordsTheComposedGraph) {
-  FakeGeluScope fake;
+  FakeGeluGemms fake;
   for (const Shape& xs : {Shape{4, 6}, Shape{2, 3, 6}}) {
     Tensor x = random(xs, DType::Float64, 1).set_requires_grad();
     Tensor w = random({9, 6}, DType::Float64, 2).set_requires_grad();
@@ -158,7 +110,7 @@ TEST(LinearGeluFused, TakesTheKernelForTanhAndRecordsTheComposedGraph) {
 }
 
 TEST(LinearGeluFused, ComposesWhereTheKernelCannotOrDeclines) {
-  FakeGeluScope fake;
+  FakeGeluGemms fake;
   Tensor x = random({4, 6}), w = random({5, 6}), b = random({5});
   // "none" (cublasLt's GELU is the tanh form) or no bias: not asked.
   EXPECT_TRUE(equal(linear_gelu(x, w, b, "none"), gelu(linear(x, w, b))));
@@ -179,7 +131,7 @@ TEST(LinearGeluFused, ComposesWhereTheKernelCannotOrDeclines) {
 }
 
 TEST(LinearGeluFused, NoGraphWithoutGrad) {
-  FakeGeluScope fake;
+  FakeGeluGemms fake;
   Tensor x = random({4, 6}).set_requires_grad(), w = random({5, 6}), b = random({5});
   {
     NoGradGuard no_grad;
@@ -195,19 +147,21 @@ TEST(LinearGeluFused, NoGraphWithoutGrad) {
 // nn::Sequential runs a Linear with a bias followed by a GELU as one
 // linear_gelu: the fused kernel once, the composition's values and
 // gradients. A Linear without bias, a subclass of Linear (its forward may
-// differ) or another order are run member by member.
+// differ) or another order are run member by member. (A second Linear after
+// them makes an MLP: tests/core/linear_gelu_linear_test.cpp.)
 TEST(LinearGeluFused, SequentialFusesLinearThenGelu) {
-  FakeGeluScope fake;
-  auto seq = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(6, 9), std::make_shared<nn::GELU>("tanh"),
-                                              std::make_shared<nn::Linear>(9, 2));
+  FakeGeluGemms fake;
+  auto seq = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(6, 9), std::make_shared<nn::GELU>("tanh"));
   seq->to(DType::Float64);
   Tensor x = random({4, 6}, DType::Float64, 5).set_requires_grad();
   Tensor y = (*seq)(x);
   EXPECT_EQ(FakeGeluKernel::calls, 1);
-  auto l0 = seq->at<nn::Linear>(0), l2 = seq->at<nn::Linear>(2);
+  ASSERT_NE(y.grad_fn(), nullptr);
+  EXPECT_EQ(y.grad_fn()->name(), "GeluBackward");
+  auto l0 = seq->at<nn::Linear>(0);
   Tensor xc = x.detach().set_requires_grad();
   Tensor w0 = l0->weight.detach().set_requires_grad(), b0 = l0->bias.detach().set_requires_grad();
-  Tensor ref = linear(gelu(linear(xc, w0, b0), "tanh"), l2->weight.detach(), l2->bias.detach());
+  Tensor ref = gelu(linear(xc, w0, b0), "tanh");
   EXPECT_TRUE(allclose(y.detach(), ref.detach(), 1e-14, 1e-14));
   Tensor g = random(y.shape(), DType::Float64, 6);
   y.backward(g);

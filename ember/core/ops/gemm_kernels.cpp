@@ -10,6 +10,7 @@ KernelStub<GemmKernelFn> gemm_stub("gemm");
 KernelStub<GemmBiasKernelFn> gemm_bias_stub("gemm_bias");
 KernelStub<GemmBiasGradKernelFn> gemm_bias_grad_stub("gemm_bias_grad");
 KernelStub<GemmBiasGeluKernelFn> gemm_bias_gelu_stub("gemm_bias_gelu");
+KernelStub<GemmGeluGradKernelFn> gemm_dgelu_bgrad_stub("gemm_dgelu_bgrad");
 
 bool gemm_bias_grad_pairs(DType dtype, DType c_dtype) {
   const bool half = dtype == DType::Float16 || dtype == DType::BFloat16;

@@ -1,6 +1,7 @@
 // GEMM: the strided-batched matrix multiply every matmul-shaped op
-// dispatches to, and its epilogue variants for linear and linear_gelu; ember/kernels/cpu and
-// ember/kernels/cuda register one implementation of each per device type.
+// dispatches to, and its epilogue variants for linear, linear_gelu and
+// linear_gelu_linear; ember/kernels/cpu and ember/kernels/cuda register one
+// implementation of each per device type.
 //
 // Contract, in row-major terms (strides and leading dims in elements):
 //
@@ -105,6 +106,26 @@ extern KernelStub<GemmBiasKernelFn> gemm_bias_stub;
 // float64); callers test has() and compose linear and gelu otherwise.
 using GemmBiasGeluKernelFn = bool(const GemmArgs& args, const void* bias, void* pre, int64_t ld_pre);
 extern KernelStub<GemmBiasGeluKernelFn> gemm_bias_gelu_stub;
+
+// The GELU-gradient-epilogue GEMM (linear_gelu_linear's backward: the
+// gradient of the pre-activation from the second layer's output gradient):
+// for one matrix (batch 1), alpha 1 and beta 0,
+//
+//   C(i, j) = (op(A) * op(B))(i, j) * gelu_tanh'(pre(i, j))
+//   and, when bias_grad is not null,
+//   bias_grad[j] = sum_i C(i, j)       for j in [0, n)
+//
+// gelu_tanh' is the derivative of gemm_bias_gelu's gelu_tanh; pre (m x n of
+// `dtype`, leading dim ld_pre >= n) is the pre-activation gemm_bias_gelu
+// wrote. C and bias_grad (a dense vector of n elements: the sums over C's
+// rows, the first layer's bias gradient) are of `dtype`; the 16-bit types
+// compute from the float accumulator and round once. A kernel may decline as
+// gemm_bias_stub's does (returns false having written nothing). Only CUDA
+// registers one (cublasLt's DGELU_BGRAD epilogue, DGELU without bias_grad;
+// it declines float64); callers test has() and compose gelu_backward and the
+// product otherwise.
+using GemmGeluGradKernelFn = bool(const GemmArgs& args, const void* pre, int64_t ld_pre, void* bias_grad);
+extern KernelStub<GemmGeluGradKernelFn> gemm_dgelu_bgrad_stub;
 
 // The bias-gradient-epilogue GEMM (linear's weight and bias gradients in one
 // pass): for one matrix (batch 1), alpha 1 and beta 0,

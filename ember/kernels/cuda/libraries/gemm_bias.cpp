@@ -6,7 +6,11 @@
 // dW = g^T x and db = the sums of g's rows in one GEMM, in float32 for
 // 16-bit operands when asked; the GELU epilogue (GELU_AUX_BIAS) gives
 // y = gelu_tanh(x W^T + b) and the pre-activation x W^T + b, which
-// linear_gelu's backward saves, in one pass. Each declines where lt_matmul
+// linear_gelu's backward saves, in one pass; the GELU-gradient epilogue
+// (DGELU_BGRAD, or DGELU without a bias gradient) gives
+// d_pre = (g W2) * gelu_tanh'(pre) and the first layer's bias gradient, the
+// sums of d_pre's columns, for linear_gelu_linear's backward, reading the
+// pre-activation GELU_AUX_BIAS wrote. Each declines where lt_matmul
 // declines.
 #include "ember/core/cuda/device.h"
 #include "ember/core/ops/gemm_kernels.h"
@@ -24,7 +28,7 @@ bool fused_gemm(const char* op, const GemmArgs& g, const LtEpilogue& e) {
     throw;  // the workspace allocation's own message already says what to do
   } catch (const Error& ex) {
     EMBER_FAIL(op << " on cuda:" << g.device << " failed for " << gemm_str(g) << " (C of " << dtype_name(e.c_dtype)
-                  << ") with a vector of " << (e.bias ? g.n : g.m) << " elements: " << ex.what());
+                  << ") with a vector of " << (e.bias || e.gelu_input ? g.n : g.m) << " elements: " << ex.what());
   }
 }
 
@@ -43,6 +47,19 @@ bool gemm_bias_gelu_kernel(const GemmArgs& g, const void* bias, void* pre, int64
   return fused_gemm("gemm_bias_gelu", g, LtEpilogue{g.dtype, bias, nullptr, pre, ld_pre});
 }
 
+bool gemm_dgelu_bgrad_kernel(const GemmArgs& g, const void* pre, int64_t ld_pre, void* bias_grad) {
+  EMBER_CHECK(g.batch == 1 && g.alpha == 1 && g.beta == 0,
+              "gemm_dgelu_bgrad: takes one matrix with alpha 1 and beta 0, but got a batch of "
+                  << g.batch << " with alpha " << g.alpha << " and beta " << g.beta << " for " << gemm_str(g));
+  // As gemm_bias_gelu: not asked of cublasLt for float64.
+  if (g.dtype == DType::Float64) return false;
+  LtEpilogue e{g.dtype};
+  e.bias_grad = bias_grad;
+  e.gelu_input = pre;
+  e.ld_aux = ld_pre;
+  return fused_gemm("gemm_dgelu_bgrad", g, e);
+}
+
 bool gemm_bias_grad_kernel(const GemmArgs& g, DType c_dtype, void* bias_grad) {
   check_gemm_bias_grad(g, c_dtype);
   return fused_gemm("gemm_bias_grad", g, LtEpilogue{c_dtype, nullptr, bias_grad});
@@ -53,5 +70,6 @@ bool gemm_bias_grad_kernel(const GemmArgs& g, DType c_dtype, void* bias_grad) {
 EMBER_REGISTER_KERNEL(gemm_bias_stub, DeviceType::CUDA, gemm_bias_kernel);
 EMBER_REGISTER_KERNEL(gemm_bias_grad_stub, DeviceType::CUDA, gemm_bias_grad_kernel);
 EMBER_REGISTER_KERNEL(gemm_bias_gelu_stub, DeviceType::CUDA, gemm_bias_gelu_kernel);
+EMBER_REGISTER_KERNEL(gemm_dgelu_bgrad_stub, DeviceType::CUDA, gemm_dgelu_bgrad_kernel);
 
 }  // namespace ember::cuda

@@ -8,7 +8,9 @@
 // rows, our columns; a bias gradient is BGRADB, the sums of cublasLt's B
 // (our op(A)) over k, one per column of its D (our rows). The GELU
 // epilogue's aux matrix (of C's type) is laid out as C, its leading dim at
-// least cublasLt's rows (our n).
+// least cublasLt's rows (our n); DGELU reads the same layout, and
+// DGELU_BGRAD's bias gradient runs along cublasLt's rows as a bias does: one
+// per our column, summed over our rows.
 #include "ember/kernels/cuda/libraries/lt_matmul.h"
 
 #include <cuda_runtime_api.h>
@@ -89,9 +91,13 @@ constexpr int64_t kMaxDim = 65535 * 32;
 
 bool lt_suits(const GemmArgs& g, const LtEpilogue& e) {
   const bool half = g.dtype == DType::Float16 || g.dtype == DType::BFloat16;
-  // cublasLt requires the GELU aux leading dim to be a multiple of 8.
-  const bool aux_fits = e.gelu_aux == nullptr || (e.bias != nullptr && e.ld_aux >= g.n && e.ld_aux % 8 == 0 &&
-                                                  reinterpret_cast<uintptr_t>(e.gelu_aux) % 16 == 0);
+  // cublasLt requires the GELU aux leading dim to be a multiple of 8. The
+  // forward's aux comes with a bias; the backward's reads C's own type.
+  const void* aux = e.gelu_aux != nullptr ? e.gelu_aux : e.gelu_input;
+  const bool aux_fits =
+      aux == nullptr || (e.ld_aux >= g.n && e.ld_aux % 8 == 0 && reinterpret_cast<uintptr_t>(aux) % 16 == 0 &&
+                         (e.gelu_aux == nullptr || e.bias != nullptr) &&
+                         (e.gelu_input == nullptr || (e.bias == nullptr && e.c_dtype == g.dtype)));
   return is_floating(g.dtype) && (e.c_dtype == g.dtype || (half && e.c_dtype == DType::Float32)) && g.batch == 1 &&
          g.m > 1 && g.n > 1 && g.k > 1 && g.m < kMaxDim && g.n < kMaxDim && g.k < kMaxDim &&
          g.lda >= (g.trans_a ? g.m : g.k) && g.ldb >= (g.trans_b ? g.k : g.n) && g.ldc >= g.n && aux_fits;
@@ -128,6 +134,7 @@ std::unordered_map<Problem, Choice, ProblemHash>& choices() {
 }
 
 cublasLtEpilogue_t epilogue_of(const LtEpilogue& e) {
+  if (e.gelu_input) return e.bias_grad ? CUBLASLT_EPILOGUE_DGELU_BGRAD : CUBLASLT_EPILOGUE_DGELU;
   if (e.gelu_aux) return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
   return e.bias ? CUBLASLT_EPILOGUE_BIAS : e.bias_grad ? CUBLASLT_EPILOGUE_BGRADB : CUBLASLT_EPILOGUE_DEFAULT;
 }
@@ -212,12 +219,13 @@ Problem problem_of(const GemmArgs& g, const LtEpilogue& e, size_t workspace) {
   problem.lda = g.lda;
   problem.ldb = g.ldb;
   problem.ldc = g.ldc;
-  problem.ld_aux = e.gelu_aux ? e.ld_aux : 0;
+  const void* aux = e.gelu_aux != nullptr ? e.gelu_aux : e.gelu_input;
+  problem.ld_aux = aux ? e.ld_aux : 0;
   problem.align_a = alignment(g.a);
   problem.align_b = alignment(g.b);
   problem.align_c = alignment(g.c);
   problem.align_vector = e.bias ? alignment(e.bias) : e.bias_grad ? alignment(e.bias_grad) : 0;
-  problem.align_aux = e.gelu_aux ? alignment(e.gelu_aux) : 0;
+  problem.align_aux = aux ? alignment(aux) : 0;
   problem.workspace = int64_t(workspace);
   return problem;
 }
@@ -239,9 +247,9 @@ struct Prepared {
     set(desc.desc, CUBLASLT_MATMUL_DESC_TRANSB, g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N);
     if (const cublasLtEpilogue_t epilogue = epilogue_of(e); epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
       set(desc.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue);
-      set(desc.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t(blas_type(e.c_dtype)));
     }
-    if (e.gelu_aux) set(desc.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, e.ld_aux);
+    if (e.bias || e.bias_grad) set(desc.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t(blas_type(e.c_dtype)));
+    if (e.gelu_aux || e.gelu_input) set(desc.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, e.ld_aux);
   }
   MatmulDesc desc;
   Layout a_layout, b_layout, c_layout;
@@ -263,6 +271,7 @@ bool run_as_stored(const GemmArgs& g, const LtEpilogue& e) {
   if (e.bias != nullptr) set(p.desc.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, e.bias);
   if (e.bias_grad != nullptr) set(p.desc.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, e.bias_grad);
   if (e.gelu_aux != nullptr) set(p.desc.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, e.gelu_aux);
+  if (e.gelu_input != nullptr) set(p.desc.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, e.gelu_input);
   const Call call{g,
                   e.c_dtype,
                   lt,
@@ -297,7 +306,7 @@ bool run_as_stored(const GemmArgs& g, const LtEpilogue& e) {
 // next multiple in k (and B in n) with aligned rows, C computed in a buffer
 // of n rounded up and copied out (cudaMemcpy2DAsync, at copy bandwidth). n
 // stays as it is under a bias or GELU epilogue, whose vectors have n
-// elements.
+// elements and whose aux matrix keeps its own leading dim.
 constexpr double kPaddedMinMacs = double(1 << 28);
 
 int64_t round_up(int64_t x, int64_t multiple) { return (x + multiple - 1) / multiple * multiple; }
@@ -340,7 +349,7 @@ struct PaddedCopy {
 // The padded sizes of g's n and k (see kPaddedMinMacs).
 std::pair<int64_t, int64_t> padded_n_k(const GemmArgs& g, const LtEpilogue& e) {
   const int64_t per = per_16_bytes(dtype_size(g.dtype));
-  const bool n_fixed = e.bias != nullptr || e.gelu_aux != nullptr;
+  const bool n_fixed = e.bias != nullptr || e.gelu_aux != nullptr || e.gelu_input != nullptr;
   return {n_fixed ? g.n : round_up(g.n, per), round_up(g.k, per)};
 }
 

@@ -1,7 +1,6 @@
-// One GEMM on cublasLt with an optional bias or bias-gradient epilogue, and
-// the choice of its algorithm per problem. Internal to the CUDA kernels:
-// gemm_stub's, gemm_bias_stub's and gemm_bias_grad_stub's CUDA kernels call
-// it.
+// One GEMM on cublasLt with an optional bias, bias-gradient or GELU
+// epilogue, and the choice of its algorithm per problem. Internal to the
+// CUDA kernels: gemm_stub's and the fused GEMM stubs' CUDA kernels call it.
 //
 // Contract:
 // - lt_matmul(g, e) computes, for one matrix (g.batch == 1),
@@ -14,9 +13,14 @@
 //   e.c_dtype that receives the row sums of op(A) (BGRADB); or e.bias with
 //   e.gelu_aux (GELU_AUX_BIAS): C = gelu_tanh(acc + bias) and gelu_aux
 //   (m x n of e.c_dtype, leading dim e.ld_aux, a multiple of 8 as cublasLt
-//   requires, 16-byte aligned) = acc + bias, both rounded once. It runs on the
-//   current stream of g.device (the caller holds a DeviceGuard for it) and
-//   returns true; or it declines, returns false and writes nothing: for
+//   requires, 16-byte aligned) = acc + bias, both rounded once; or
+//   e.gelu_input, laid out as gelu_aux, with C of g.dtype (DGELU):
+//   C = acc * gelu_tanh'(gelu_input), and with it optionally e.bias_grad,
+//   here a dense vector of n elements that receives the sums of C's columns
+//   (DGELU_BGRAD: the bias gradient of the layer gelu_input came from),
+//   both rounded once. It runs on the current stream of g.device (the
+//   caller holds a DeviceGuard for it) and returns true; or it declines,
+//   returns false and writes nothing: for
 //   non-floating dtypes, the shapes PyTorch also keeps off cublasLt (a dim
 //   of 1, or one of 65535 * 32 or more), leading dims narrower than the rows
 //   they hold (the caller's cuBLAS fallback names those in its error), and
@@ -53,13 +57,14 @@ namespace ember::cuda {
 inline constexpr int kCandidates = 8;
 
 // What C is and what the GEMM's epilogue adds (at most one of bias and
-// bias_grad; gelu_aux only with bias).
+// bias_grad; gelu_aux only with bias; gelu_input without bias).
 struct LtEpilogue {
   DType c_dtype;
   const void* bias = nullptr;
   void* bias_grad = nullptr;
-  void* gelu_aux = nullptr;
-  int64_t ld_aux = 0;
+  void* gelu_aux = nullptr;          // GELU_AUX_BIAS writes the pre-activation here
+  int64_t ld_aux = 0;                // gelu_aux's or gelu_input's leading dim
+  const void* gelu_input = nullptr;  // DGELU reads the pre-activation here
 };
 
 bool lt_matmul(const GemmArgs& g, const LtEpilogue& e);
