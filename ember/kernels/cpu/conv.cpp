@@ -24,14 +24,19 @@
 // GEMMs single-threaded); with fewer, the images run in turn and each GEMM
 // splits over the threads. The output and the input gradient are per image,
 // so they equal one thread's exactly; the weight gradient sums over images:
-// each chunk of images sums its own partial gradient and the partials are
-// added in chunk order (bit-identical run to run at a given thread count).
-// The bias gradient is split by channel (exact).
+// each chunk of images sums its own partial gradient (the first chunk into
+// the gradient itself), then the threads add the partials in chunk order,
+// each over its share of the gradient's elements, so no serial pass over the
+// partials remains (bit-identical run to run at a given thread count).
+// The bias gradient is split by channel (exact). im2col buffers and partials
+// are scratch from the CPU allocator's cache (see Scratch).
 #include <algorithm>
+#include <cstdlib>
 #include <memory>
 #include <type_traits>
 #include <vector>
 
+#include "ember/core/cpu_allocator.h"
 #include "ember/core/ops/conv_kernels.h"
 #include "ember/core/ops/gemm_kernels.h"
 #include "ember/core/parallel_for.h"
@@ -117,6 +122,24 @@ class Output {
   Array4 dims_;
   std::vector<S> copy_;
   S* ptr_ = nullptr;
+};
+
+// Uninitialized scratch memory for n elements of S (none for 0), from the CPU
+// allocator's cache of large blocks: at least kCpuCacheMinBytes are asked
+// for, so that the block is cached and its pages stay mapped from call to
+// call. A buffer from the C library of a few hundred KiB is mapped afresh
+// at each call and takes a page fault per 4 KiB page on first touch (about
+// 10 us each on a virtual machine).
+template <typename S>
+class Scratch {
+ public:
+  explicit Scratch(size_t n)
+      : mem_(n == 0 ? DataPtr(nullptr, &std::free)
+                    : cpu_allocator().allocate(std::max(n * sizeof(S), kCpuCacheMinBytes), kCPU)) {}
+  S* get() const { return static_cast<S*>(mem_.get()); }
+
+ private:
+  DataPtr mem_;
 };
 
 // The arrays of a call: input, weight and output sides.
@@ -254,7 +277,7 @@ void over_images(const ConvArgs& a, size_t col_size, F&& f) {
   const int64_t per_image = a.c_out * a.out_h * a.out_w * (a.c_in / a.groups) * a.kernel_h * a.kernel_w;
   const bool share = a.n >= get_num_threads();
   parallel_for(0, a.n, share ? kCpuGrain * 8 / std::max<int64_t>(per_image, 1) + 1 : a.n, [&](int64_t b0, int64_t b1) {
-    const auto col = std::make_unique_for_overwrite<S[]>(col_size);  // im2col writes every element
+    const Scratch<S> col(col_size);  // im2col writes every element
     f(b0, b1, col.get());
   });
 }
@@ -352,6 +375,71 @@ void backward_input(const ConvArgs& a) {
   gx.store();
 }
 
+// Images [b0, b1) of the weight gradient summed into dw (set by the first
+// image); col is an im2col buffer (unused when pointwise).
+template <typename S>
+void sum_weight_gradient(const ConvArgs& a, const S* x, const S* gy, int64_t b0, int64_t b1, S* col, S* dw) {
+  const Dims d(a);
+  const bool pointwise = is_pointwise(a);
+  for (int64_t b = b0; b < b1; ++b) {
+    const S* image = x + b * a.c_in * d.hw;
+    if (!pointwise) im2col(a, image, col);
+    GemmArgs g;
+    g.dtype = dtype_of_compute<S>();
+    g.trans_b = true;
+    g.m = d.cout_g;
+    g.n = d.k;
+    g.k = d.ohw;
+    g.batch = a.groups;
+    g.beta = b == b0 ? 0.0 : 1.0;
+    g.a = gy + b * a.c_out * d.ohw;
+    g.lda = d.ohw;
+    g.stride_a = d.cout_g * d.ohw;
+    g.b = pointwise ? image : col;
+    g.ldb = d.ohw;
+    g.stride_b = d.k * d.ohw;
+    g.c = dw;
+    g.ldc = d.k;
+    g.stride_c = d.cout_g * d.k;
+    gemm_stub(DeviceType::CPU)(g);
+  }
+}
+
+// The weight gradient into dw: the images in chunks (parallel_for's static
+// split, one chunk per thread when there are at least as many images), each
+// chunk summing its images into a partial of its own (the first chunk into
+// dw itself) on the pool; then the partials added into dw in chunk order,
+// split over dw's elements. One scratch block holds the chunks' im2col
+// buffers and partials.
+template <typename S>
+void weight_gradient(const ConvArgs& a, const S* x, const S* gy, S* dw) {
+  const Dims d(a);
+  const int64_t w_size = weight_dims(a).numel();
+  const int64_t col_size = is_pointwise(a) ? 0 : a.groups * d.k * d.ohw;
+  const int64_t per_image = w_size * d.ohw;
+  const int64_t chunks = a.n >= get_num_threads() && !in_parallel_region()
+                             ? parallel_chunk_count(a.n, kCpuGrain * 8 / std::max<int64_t>(per_image, 1) + 1)
+                             : 1;
+  Scratch<S> scratch(size_t(chunks * col_size + (chunks - 1) * w_size));
+  S* const partials = scratch.get() + chunks * col_size;  // chunk c >= 1 at (c - 1) * w_size
+  auto partial = [&](int64_t c) { return c == 0 ? dw : partials + (c - 1) * w_size; };
+  auto chunk = [&](int64_t c) {
+    sum_weight_gradient(a, x, gy, parallel_chunk_start(0, a.n, chunks, c), parallel_chunk_start(0, a.n, chunks, c + 1),
+                        scratch.get() + c * col_size, partial(c));
+  };
+  if (chunks == 1) {
+    chunk(0);  // on the calling thread, whose GEMMs split over the threads
+    return;
+  }
+  detail::run_chunks(chunks, chunk);
+  parallel_for(0, w_size, kCpuGrain / (chunks - 1) + 1, [&](int64_t i0, int64_t i1) {
+    for (int64_t c = 1; c < chunks; ++c) {
+      const S* p = partial(c);
+      for (int64_t i = i0; i < i1; ++i) dw[i] += p[i];
+    }
+  });
+}
+
 template <typename T>
 void backward_weight(const ConvArgs& a) {
   using S = compute_t<T>;
@@ -360,52 +448,7 @@ void backward_weight(const ConvArgs& a) {
   if (a.grad_weight) {
     Input<S, T> x(a.input, input_dims(a));
     Output<S, T> gw(a.grad_weight, weight_dims(a));
-    const bool pointwise = is_pointwise(a);
-    const size_t w_size = size_t(weight_dims(a).numel());
-    // Images [b0, b1) summed into dw (set by the first image).
-    auto sum_images = [&](int64_t b0, int64_t b1, S* dw) {
-      const auto col = std::make_unique_for_overwrite<S[]>(pointwise ? 0 : size_t(a.groups * d.k * d.ohw));
-      for (int64_t b = b0; b < b1; ++b) {
-        const S* image = x.get() + b * a.c_in * d.hw;
-        if (!pointwise) im2col(a, image, col.get());
-        GemmArgs g;
-        g.dtype = dtype_of_compute<S>();
-        g.trans_b = true;
-        g.m = d.cout_g;
-        g.n = d.k;
-        g.k = d.ohw;
-        g.batch = a.groups;
-        g.beta = b == b0 ? 0.0 : 1.0;
-        g.a = gy.get() + b * a.c_out * d.ohw;
-        g.lda = d.ohw;
-        g.stride_a = d.cout_g * d.ohw;
-        g.b = pointwise ? image : col.get();
-        g.ldb = d.ohw;
-        g.stride_b = d.k * d.ohw;
-        g.c = dw;
-        g.ldc = d.k;
-        g.stride_c = d.cout_g * d.k;
-        gemm_stub(DeviceType::CPU)(g);
-      }
-    };
-    const int64_t per_image = int64_t(w_size) * d.ohw;
-    const int64_t chunks = a.n >= get_num_threads() && !in_parallel_region()
-                               ? parallel_chunk_count(a.n, kCpuGrain * 8 / std::max<int64_t>(per_image, 1) + 1)
-                               : 1;
-    if (chunks == 1) {
-      sum_images(0, a.n, gw.get());
-    } else {
-      std::vector<std::vector<S>> partial(size_t(chunks), std::vector<S>(w_size, S(0)));
-      detail::run_chunks(chunks, [&](int64_t c) {
-        sum_images(parallel_chunk_start(0, a.n, chunks, c), parallel_chunk_start(0, a.n, chunks, c + 1),
-                   partial[size_t(c)].data());
-      });
-      S* dw = gw.get();
-      std::copy(partial[0].begin(), partial[0].end(), dw);
-      for (int64_t c = 1; c < chunks; ++c) {
-        for (size_t i = 0; i < w_size; ++i) dw[i] += partial[size_t(c)][i];
-      }
-    }
+    weight_gradient(a, x.get(), gy.get(), gw.get());
     gw.store();
   }
   if (a.grad_bias) {

@@ -3,9 +3,12 @@
 // Elementwise ops, GEMM and every kernel that splits its outputs must match
 // 1 thread exactly; reductions that split one long reduction may round
 // differently (a tight tolerance) but must repeat bit for bit at a count.
-// Sizes are above the kernels' grains, so the pool really runs.
+// Sizes are above the kernels' grains, so the pool really runs. The
+// convolution's weight gradient, summed over uneven chunks of images, is
+// also checked against its definition in float64.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <string>
@@ -167,6 +170,73 @@ TEST(CpuThreads, ConvBatchNormPoolSoftmaxLayerNormCrossEntropy) {
                                    layer_norm(logits, {100})};
       },
       1e-5);
+}
+
+// A convolution's weight gradient by its definition, summed in double:
+// dw[o, i, p, q] = sum over b, y, x of gy[b, o, y, x] * x[b, g * c_in/groups + i,
+// y * stride - padding + p, x * stride - padding + q] (no dilation).
+std::vector<double> naive_weight_gradient(const Tensor& xt, const Tensor& gyt, const Shape& w_shape, int64_t stride,
+                                          int64_t padding, int64_t groups) {
+  const std::vector<double> x = to_vector<double>(xt.to(DType::Float64)),
+                            gy = to_vector<double>(gyt.to(DType::Float64));
+  const int64_t n = xt.size(0), c_in = xt.size(1), h = xt.size(2), width = xt.size(3);
+  const int64_t c_out = w_shape[0], cin_g = w_shape[1], kh = w_shape[2], kw = w_shape[3];
+  const int64_t oh = gyt.size(2), ow = gyt.size(3), cout_g = c_out / groups;
+  std::vector<double> dw(size_t(c_out * cin_g * kh * kw), 0.0);
+  for (int64_t o = 0; o < c_out; ++o)
+    for (int64_t i = 0; i < cin_g; ++i)
+      for (int64_t p = 0; p < kh; ++p)
+        for (int64_t q = 0; q < kw; ++q) {
+          double acc = 0;
+          const int64_t c = o / cout_g * cin_g + i;
+          for (int64_t b = 0; b < n; ++b)
+            for (int64_t y = 0; y < oh; ++y)
+              for (int64_t xx = 0; xx < ow; ++xx) {
+                const int64_t iy = y * stride - padding + p, ix = xx * stride - padding + q;
+                if (iy < 0 || iy >= h || ix < 0 || ix >= width) continue;
+                acc += gy[size_t(((b * c_out + o) * oh + y) * ow + xx)] *
+                       x[size_t(((b * c_in + c) * h + iy) * width + ix)];
+              }
+          dw[size_t(((o * cin_g + i) * kh + p) * kw + q)] = acc;
+        }
+  return dw;
+}
+
+// The weight gradient sums over the images in chunks, one per thread, each
+// into a partial added in chunk order: with 7 images the chunks are uneven
+// (4 + 3 at 2 threads, 3 + 2 + 2 at 3). Bit for bit the same run to run at
+// a count, and the float64 sum within float32 rounding at every count.
+TEST(CpuThreads, ConvWeightGradientRepeatsAtACountAndMatchesFloat64) {
+  struct Config {
+    Shape x, w;
+    int64_t stride, padding, groups;
+  };
+  const std::vector<Config> configs = {
+      {{7, 8, 15, 15}, {16, 8, 3, 3}, 1, 1, 1},  // "same" 3x3, as the CNN's
+      {{7, 8, 21, 21}, {16, 4, 3, 3}, 2, 1, 2},  // strided, two groups
+  };
+  for (const Config& c : configs) {
+    const Tensor x = random(c.x, 30), w0 = random(c.w, 31);
+    const Shape y_shape = conv2d(x, w0, {}, c.stride, c.padding, 1, c.groups).shape();
+    const Tensor gy = random(y_shape, 32);
+    const std::vector<double> reference = naive_weight_gradient(x, gy, c.w, c.stride, c.padding, c.groups);
+    double scale = 0;
+    for (double v : reference) scale = std::max(scale, std::abs(v));
+    auto weight_gradient = [&] {
+      Tensor w = w0.detach().set_requires_grad();
+      conv2d(x, w, {}, c.stride, c.padding, 1, c.groups).backward(gy);
+      return to_vector<double>(w.grad().to(DType::Float64));
+    };
+    for (int threads : {1, 2, 3}) {
+      ThreadCount count(threads);
+      const std::vector<double> first = weight_gradient();
+      EXPECT_EQ(weight_gradient(), first) << "not bit-identical run to run at " << threads << " threads";
+      ASSERT_EQ(first.size(), reference.size());
+      for (size_t i = 0; i < first.size(); ++i) {
+        ASSERT_NEAR(first[i], reference[i], 1e-5 * scale) << "element " << i << " at " << threads << " threads";
+      }
+    }
+  }
 }
 
 }  // namespace
