@@ -52,12 +52,13 @@
 //                                         GEMM's epilogue, no dh in memory
 //   dx        = d_pre W1
 //   dW1, db1  = d_pre^T x, sum(d_pre)     linear's weight-gradient GEMM
-// db1 comes from d_pre's GEMM when the bias is of d_pre's dtype; a float32
-// bias under half-precision autocast takes it from dW1's GEMM (BGRADB, in
-// float32) instead, as linear's backward does, since cublasLt writes the
-// DGELU_BGRAD bias gradient in the output's dtype. Where the dgelu kernel
-// is missing or declines, d_pre = gelu_backward(g W2, pre) (linear_gelu's
-// cost). Under create_graph the node recomputes pre and h from x with
+// db1 comes from d_pre's GEMM when the bias is of d_pre's dtype and
+// cublasLt takes DGELU_BGRAD; a float32 bias under half-precision autocast
+// takes it from dW1's GEMM (BGRADB, in float32) instead, as linear's
+// backward does, since cublasLt writes the DGELU_BGRAD bias gradient in the
+// output's dtype (and so does a bias whose DGELU_BGRAD is declined). The
+// dgelu kernel takes 16-bit types only; where it is missing or declines,
+// d_pre = gelu_backward(g W2, pre) (linear_gelu's cost). Under create_graph the node recomputes pre and h from x with
 // differentiable ops and composes the same formulas from them, so
 // gradients of gradients reach x, W1 and b1 as through the composition.
 #include <string_view>
@@ -170,9 +171,10 @@ std::pair<Tensor, Tensor> fused_weight_grad(const Tensor& g, const Tensor& x, bo
 }
 
 // d_pre = (g w) * gelu_tanh'(pre) and, with want_bias, db = d_pre summed
-// over its rows, both in g's dtype, through gemm_dgelu_bgrad_stub; both
-// undefined when there is no kernel, g is not 2-D-able or the kernel
-// declines. w is the second layer's [k, n] weight, pre the contiguous
+// over its rows, both in g's dtype, through gemm_dgelu_bgrad_stub (db
+// undefined when the kernel declines the bias gradient but takes the GEMM
+// without it: the caller sums it then); both undefined when there is no
+// kernel, g is not 2-D-able or the kernel declines. w is the second layer's [k, n] weight, pre the contiguous
 // pre-activation of d_pre's shape. Takes detached tensors.
 std::pair<Tensor, Tensor> fused_gelu_grad(const Tensor& g, const Tensor& w, const Tensor& pre, bool want_bias) {
   if (!gemm_dgelu_bgrad_stub.has(g.device().type)) return {};
@@ -193,8 +195,10 @@ std::pair<Tensor, Tensor> fused_gelu_grad(const Tensor& g, const Tensor& w, cons
   Tensor d_pre = empty(pre.shape(), g.dtype(), g.device());
   Tensor db = want_bias ? empty({n}, g.dtype(), g.device()) : Tensor();
   const GemmArgs a = matrix_gemm(g, *gl, wc, *wl, rows, n, k, d_pre.data_ptr());
-  if (!gemm_dgelu_bgrad_stub(g.device().type)(a, pre.data_ptr(), n, want_bias ? db.data_ptr() : nullptr)) return {};
-  return {d_pre, db};
+  const auto kernel = gemm_dgelu_bgrad_stub(g.device().type);
+  if (want_bias && kernel(a, pre.data_ptr(), n, db.data_ptr())) return {d_pre, db};
+  if (kernel(a, pre.data_ptr(), n, nullptr)) return {d_pre, Tensor()};
+  return {};
 }
 
 // The product of x's leading dims: the rows of linear's GEMMs.

@@ -2,9 +2,12 @@
 // x, W1, b1)), W2, b2): every float dtype and rank, both approximations,
 // with and without the second bias, values and gradients with NaN-poisoned
 // allocations (an unwritten d_pre or bias gradient fails); cublasLt's
-// DGELU_BGRAD epilogue taking the GPT MLP's shapes, the composition taking
-// hidden sizes that are not a multiple of 8; the kernel itself with a wide
-// pre-activation and poisoned outputs; autocast as for linear.
+// DGELU epilogue taking the GPT MLP's shapes in the 16-bit types (float32
+// composes), the composition taking hidden sizes that are not a multiple
+// of 8; the kernel itself with a wide pre-activation and poisoned outputs;
+// autocast as for linear. Weights are scaled by 1 / sqrt(fan-in), as
+// layers initialize them, so outputs stay near 1 and tolerances mean what
+// they say.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -26,7 +29,12 @@ Tensor random(const Shape& shape, DType dtype, uint64_t seed) {
   return randn(shape, DType::Float64, kCPU, &g).to(dtype);
 }
 
-Tensor leaf(const Shape& shape, DType dtype, uint64_t seed) { return random(shape, dtype, seed).set_requires_grad(); }
+// A leaf of random values; a 2-D one (a weight) scaled by 1 / sqrt(its fan-in).
+Tensor leaf(const Shape& shape, DType dtype, uint64_t seed) {
+  Tensor t = random(shape, DType::Float64, seed);
+  if (shape.size() == 2) t = t / std::sqrt(double(shape[1]));
+  return t.to(dtype).set_requires_grad();
+}
 
 // float32 sums of `depth` products in another order differ by about
 // 1e-8 * depth. The 16-bit types pass two products and gelu' in 16 bits,
@@ -65,8 +73,9 @@ class AcceptedGeluGrad {
   Swap swap_;
 };
 
+// in: x, weight1, bias1, weight2 and, when given, bias2.
 TensorList mlp(const TensorList& in, const char* approximate = "tanh") {
-  return {linear_gelu_linear(in[0], in[1], in[2], in[3], in[4], approximate)};
+  return {linear_gelu_linear(in[0], in[1], in[2], in[3], in.size() > 4 ? in[4] : Tensor(), approximate)};
 }
 
 Shape input_shape(int64_t rank, int64_t k) {
@@ -85,9 +94,9 @@ TEST(CudaLinearGeluLinear, EveryDtypeRankAndApproximationMatchesCpu) {
     for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16}) {
       for (int64_t rank = 1; rank <= 4; ++rank) {
         for (bool bias2 : {true, false}) {
-          const TensorList in = {leaf(input_shape(rank, k), dt, uint64_t(rank)), leaf({hidden, k}, dt, 10),
-                                 leaf({hidden}, dt, 11), leaf({out, hidden}, dt, 12),
-                                 bias2 ? leaf({out}, dt, 13) : Tensor()};
+          TensorList in = {leaf(input_shape(rank, k), dt, uint64_t(rank)), leaf({hidden, k}, dt, 10),
+                           leaf({hidden}, dt, 11), leaf({out, hidden}, dt, 12)};
+          if (bias2) in.push_back(leaf({out}, dt, 13));
           EXPECT_TRUE(cuda_matches_cpu([approximate](const TensorList& t) { return mlp(t, approximate); }, in, true,
                                        tolerance(dt, 2 * hidden)))
               << approximate << " " << rank << "-D " << dtype_name(dt) << " bias2 " << bias2;
@@ -97,9 +106,10 @@ TEST(CudaLinearGeluLinear, EveryDtypeRankAndApproximationMatchesCpu) {
   }
 }
 
-// The GPT MLP's shape ([B, T, C] into 4C and back): the backward's gelu'
-// GEMM is cublasLt's DGELU_BGRAD (the biases are of the product's dtype),
-// and every gradient agrees with the CPU.
+// The GPT MLP's shape ([B, T, C] into 4C and back): in the 16-bit types the
+// backward's gelu' GEMM is cublasLt's DGELU (with the bias gradient where
+// cublasLt takes DGELU_BGRAD), float32 composes, and every gradient agrees
+// with the CPU.
 TEST(CudaLinearGeluLinear, TheGeluGradEpilogueRunsForTheMlpShape) {
   EMBER_REQUIRE_CUDA();
   for (DType dt : {DType::Float32, DType::Float16, DType::BFloat16}) {
@@ -108,8 +118,7 @@ TEST(CudaLinearGeluLinear, TheGeluGradEpilogueRunsForTheMlpShape) {
                            leaf({128, 512}, dt, 4), leaf({128}, dt, 5)};
     EXPECT_TRUE(cuda_matches_cpu([](const TensorList& t) { return mlp(t); }, in, true, tolerance(dt, 512)))
         << dtype_name(dt);
-    EXPECT_EQ(AcceptedGeluGrad::accepted(), 1) << dtype_name(dt) << ": cublasLt declined DGELU_BGRAD";
-    EXPECT_EQ(AcceptedGeluGrad::with_bias_grad(), 1) << dtype_name(dt);
+    EXPECT_EQ(AcceptedGeluGrad::accepted(), dt == DType::Float32 ? 0 : 1) << dtype_name(dt);
   }
 }
 
@@ -152,9 +161,15 @@ TEST(CudaLinearGeluLinear, KernelWritesTheGeluGradientAndItsColumnSums) {
       g.a = ag.data_ptr(), g.lda = k;
       g.b = wg.data_ptr(), g.ldb = n;
       g.c = c.data_ptr(), g.ldc = n;
-      ASSERT_TRUE(gemm_dgelu_bgrad_stub(DeviceType::CUDA)(g, pg.data_ptr(), ld_pre,
-                                                          want_bias_grad ? bias_grad.data_ptr() : nullptr))
-          << dtype_name(dt) << " " << want_bias_grad;
+      const bool accepted = gemm_dgelu_bgrad_stub(DeviceType::CUDA)(g, pg.data_ptr(), ld_pre,
+                                                                    want_bias_grad ? bias_grad.data_ptr() : nullptr);
+      if (dt == DType::Float32) {  // the composition's precision: declined
+        EXPECT_FALSE(accepted);
+        continue;
+      }
+      // cublasLt may decline DGELU_BGRAD (the caller sums the bias then), not DGELU.
+      if (want_bias_grad && !accepted) continue;
+      ASSERT_TRUE(accepted) << dtype_name(dt) << " " << want_bias_grad;
       const Tensor product = matmul(a.to(DType::Float64), w.to(DType::Float64));
       const Tensor expected = gelu_backward(product, pre.narrow(1, 0, n).to(DType::Float64), "tanh");
       EXPECT_TRUE(testing::tensors_close(c.to(DType::Float64), expected, tolerance(dt, k))) << dtype_name(dt);
@@ -183,7 +198,7 @@ TEST(CudaLinearGeluLinear, AutocastBehavesAsTheComposition) {
     const Tensor x = random({64, 128}, DType::Float32, 1).cuda();
     TensorList fused_params, composed_params;
     for (const Shape& s : {Shape{256, 128}, Shape{256}, Shape{128, 256}, Shape{128}}) {
-      fused_params.push_back(random(s, DType::Float32, uint64_t(s[0] + s.size())).cuda().set_requires_grad());
+      fused_params.push_back(leaf(s, DType::Float32, uint64_t(s[0] + s.size())).detach().cuda().set_requires_grad());
       composed_params.push_back(fused_params.back().detach().clone().set_requires_grad());
     }
     const TensorList& f = fused_params;
