@@ -10,9 +10,14 @@
 //
 // Threads (ember/core/parallel_for.h): Eigen's own GEMM threads only under OpenMP,
 // so a batch of at least get_num_threads() products is shared out by
-// product, and a single large product by blocks of rows of C (or columns,
-// when C has more columns than rows), each block a single-threaded Eigen
-// product of the matching rows of op(A) (columns of op(B)) over the whole k.
+// product, and a single large product by a grid of rectangles of C, one
+// per thread: rows of C cut into row blocks and columns into column blocks
+// (a 64 x 128 C at 2 threads is two 32 x 128 halves, where columns alone
+// would give 48 and 80). Each rectangle is a single-threaded Eigen product
+// of the matching rows of op(A) and columns of op(B) over the whole k. The
+// grid is the one, of at most get_num_threads() rectangles, whose largest
+// rectangle has the least area, then the least perimeter (each rectangle
+// packs its rows of op(A) and columns of op(B), so square ones pack least).
 // Eigen computes a row-major C as C^T = op(B)^T op(A)^T, tiling C's columns
 // by its kernel's mr and its rows by nr, and its k blocking depends on k
 // alone; blocks that start on those tile boundaries (and are never small,
@@ -21,6 +26,7 @@
 #include <Eigen/Core>
 
 #include <algorithm>
+#include <utility>
 
 #include "ember/core/ops/gemm_kernels.h"
 #include "ember/core/parallel_for.h"
@@ -42,17 +48,32 @@ void with_op(bool trans, const T* p, int64_t rows, int64_t cols, int64_t ld, F&&
   else f(ConstMap<T, Eigen::RowMajor>(p, rows, cols, Eigen::OuterStride<>(ld)));
 }
 
-// Products of fewer than kGemmGrain multiply-adds stay on one thread.
+// A product is cut into rectangles of at least kGemmGrain multiply-adds.
 constexpr int64_t kGemmGrain = int64_t(1) << 18;
 
-// Rows (or columns) of C in one block: a multiple of Eigen's tile along
-// that dim, and at least 16.
+// The smallest block of rows (or columns) of C: a multiple of Eigen's tile
+// along that dim, and at least 16.
 template <typename T>
 int64_t gemm_block(bool by_rows) {
   using Traits = Eigen::internal::gebp_traits<T, T>;
   const int64_t tile = by_rows ? Traits::nr : Traits::mr;
   return (16 + tile - 1) / tile * tile;
 }
+
+// The cut of one dim of C (extent rows or columns) into `blocks` blocks
+// that start on multiples of `tile`, near-equal in tiles, the last one
+// taking the remainder.
+struct BlockCut {
+  int64_t extent, tile, blocks;
+
+  int64_t start(int64_t i) const {
+    if (i == blocks) return extent;
+    const int64_t tiles = extent / tile;
+    return (i * (tiles / blocks) + std::min(i, tiles % blocks)) * tile;
+  }
+  // The first block has the most whole tiles, the last the remainder.
+  int64_t largest() const { return std::max(start(1), extent - start(blocks - 1)); }
+};
 
 // C[rows r0..r1, cols c0..c1) = alpha op(A) op(B) + beta C over that block.
 template <typename T>
@@ -73,29 +94,53 @@ void gemm_rows_cols(const GemmArgs& g, const T* a, const T* b, T* c, int64_t r0,
   });
 }
 
+// The grid of at most max_blocks rectangles over an m x n C (see the top
+// of the file): row and column cuts on Eigen's tiles, blocks never below
+// gemm_block.
+template <typename T>
+std::pair<BlockCut, BlockCut> gemm_grid(int64_t m, int64_t n, int64_t max_blocks) {
+  using Traits = Eigen::internal::gebp_traits<T, T>;
+  const int64_t most_rows = std::max<int64_t>(m / gemm_block<T>(true), 1);
+  const int64_t most_cols = std::max<int64_t>(n / gemm_block<T>(false), 1);
+  BlockCut best_rows{m, Traits::nr, 1}, best_cols{n, Traits::mr, 1};
+  auto cost = [](const BlockCut& r, const BlockCut& c) {
+    return std::pair(r.largest() * c.largest(), r.largest() + c.largest());
+  };
+  for (int64_t rb = 1; rb <= std::min(most_rows, max_blocks); ++rb) {
+    for (int64_t cb = 1; cb <= std::min(most_cols, max_blocks / rb); ++cb) {
+      const BlockCut rows{m, Traits::nr, rb}, cols{n, Traits::mr, cb};
+      if (cost(rows, cols) < cost(best_rows, best_cols)) {
+        best_rows = rows;
+        best_cols = cols;
+      }
+    }
+  }
+  return {best_rows, best_cols};
+}
+
 template <typename T>
 void gemm_eigen(const GemmArgs& g) {
   const int64_t macs = g.m * g.n * g.k;
-  auto product = [&](int64_t i, bool split) {
+  auto product = [&](int64_t i, int64_t max_blocks) {
     const T* a = static_cast<const T*>(g.a) + i * g.stride_a;
     const T* b = static_cast<const T*>(g.b) + i * g.stride_b;
     T* c = static_cast<T*>(g.c) + i * g.stride_c;
-    const bool by_rows = g.m >= g.n;
-    const int64_t extent = by_rows ? g.m : g.n, block = gemm_block<T>(by_rows);
-    const int64_t blocks = split ? std::max<int64_t>(extent / block, 1) : 1;
-    const int64_t block_macs = std::max<int64_t>(macs / blocks, 1);
-    parallel_for(0, blocks, kGemmGrain / block_macs + 1, [&](int64_t b0, int64_t b1) {
-      const int64_t lo = b0 * block, hi = b1 == blocks ? extent : b1 * block;
-      if (by_rows) gemm_rows_cols(g, a, b, c, lo, hi, 0, g.n);
-      else gemm_rows_cols(g, a, b, c, 0, g.m, lo, hi);
+    const auto [rows, cols] = gemm_grid<T>(g.m, g.n, max_blocks);
+    parallel_for(0, rows.blocks * cols.blocks, 1, [&](int64_t b0, int64_t b1) {
+      for (int64_t block = b0; block < b1; ++block) {
+        const int64_t r = block / cols.blocks, col = block % cols.blocks;
+        gemm_rows_cols(g, a, b, c, rows.start(r), rows.start(r + 1), cols.start(col), cols.start(col + 1));
+      }
     });
   };
-  if (g.batch >= get_num_threads()) {
+  const int64_t threads = in_parallel_region() ? 1 : get_num_threads();
+  if (g.batch >= threads) {
     parallel_for(0, g.batch, kGemmGrain / std::max<int64_t>(macs, 1) + 1, [&](int64_t b0, int64_t b1) {
-      for (int64_t i = b0; i < b1; ++i) product(i, false);
+      for (int64_t i = b0; i < b1; ++i) product(i, 1);
     });
   } else {
-    for (int64_t i = 0; i < g.batch; ++i) product(i, macs > kGemmGrain);
+    const int64_t max_blocks = std::clamp<int64_t>(macs / kGemmGrain, 1, threads);
+    for (int64_t i = 0; i < g.batch; ++i) product(i, max_blocks);
   }
 }
 

@@ -122,6 +122,55 @@ TEST(CpuThreads, MatmulLinearAndTheirGradients) {
   });
 }
 
+// A product cut into rectangles of rows and columns of C, one per thread
+// (64 x 3136 x 128, the CNN's first Linear, is two 32 x 128 halves at 2
+// threads; a 32 x 256 C is 2 x 2 blocks at 4): at 1 to 4 threads each
+// element within k * 2^-24 * (|A| |B|) of the float64 product (the float32
+// rounding bound), the same as 1 thread's and the same run to run. Plain,
+// transposed, batched and tiny shapes.
+TEST(CpuThreads, GemmBlocksOfRowsAndColumnsMatchFloat64) {
+  struct Case {
+    Tensor a, b;  // a @ b
+  };
+  const Tensor x = random({64, 3136}, 40), w = random({128, 3136}, 41), wide = random({32, 1000}, 42),
+               tall = random({1000, 256}, 43);
+  const std::vector<Case> cases = {
+      {x, w.t()},                                               // linear's forward, op(B) transposed
+      {random({64, 128}, 44), w},                               // its input gradient
+      {wide, tall},                                             // 2 x 2 blocks at 4 threads
+      {tall.t(), wide.t()},                                     // both operands transposed
+      {random({2, 96, 1500}, 45), random({2, 1500, 100}, 46)},  // batched (2 < 3 threads)
+      {random({7, 1000}, 47), random({1000, 5}, 48)},
+      {random({1, 1}, 49), random({1, 1}, 50)},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Tensor& a = cases[i].a;
+    const Tensor& b = cases[i].b;
+    std::vector<double> reference, bound;
+    {
+      ThreadCount one(1);
+      const Tensor a64 = a.to(DType::Float64), b64 = b.to(DType::Float64);
+      reference = to_vector<double>(matmul(a64, b64));
+      bound = to_vector<double>(matmul(a64.abs(), b64.abs()));
+    }
+    const double k = double(a.shape().back()), u = std::ldexp(1.0, -24);
+    std::vector<double> at_one;
+    for (int threads : {1, 2, 3, 4}) {
+      ThreadCount count(threads);
+      const std::vector<double> first = to_vector<double>(matmul(a, b).to(DType::Float64));
+      EXPECT_EQ(to_vector<double>(matmul(a, b).to(DType::Float64)), first)
+          << "case " << i << " not bit-identical run to run at " << threads << " threads";
+      if (threads == 1) at_one = first;
+      EXPECT_EQ(first, at_one) << "case " << i << " at " << threads << " threads differs from 1 thread";
+      ASSERT_EQ(first.size(), reference.size());
+      for (size_t e = 0; e < first.size(); ++e) {
+        ASSERT_NEAR(first[e], reference[e], k * u * bound[e] + 1e-30)
+            << "case " << i << " element " << e << " at " << threads << " threads";
+      }
+    }
+  }
+}
+
 TEST(CpuThreads, DropoutAdamAndSgdSteps) {
   const Tensor x = random({300, 257}, 20), w0 = random({400, 300}, 21);
   expect_same_across_threads([&] {
