@@ -125,7 +125,10 @@ void gemm_eigen(const GemmArgs& g) {
     const T* a = static_cast<const T*>(g.a) + i * g.stride_a;
     const T* b = static_cast<const T*>(g.b) + i * g.stride_b;
     T* c = static_cast<T*>(g.c) + i * g.stride_c;
-    const auto [rows, cols] = gemm_grid<T>(g.m, g.n, max_blocks);
+    // Not a structured binding: the lambda below captures them (clang < 16).
+    const std::pair<BlockCut, BlockCut> grid = gemm_grid<T>(g.m, g.n, max_blocks);
+    const BlockCut& rows = grid.first;
+    const BlockCut& cols = grid.second;
     parallel_for(0, rows.blocks * cols.blocks, 1, [&](int64_t b0, int64_t b1) {
       for (int64_t block = b0; block < b1; ++block) {
         const int64_t r = block / cols.blocks, col = block % cols.blocks;
