@@ -51,6 +51,18 @@ Tensor channels_last_output(const Tensor& y);
 // Sizes every elementwise kernel is tested at: 1, 7, 1023, 1025, 65537.
 const std::vector<int64_t>& odd_sizes();
 
+// The input of a linear layer of `features` inputs at rank 1 to 4 (rank 4
+// and above: a size-1 batch dim among them): [features], [65, features],
+// [2, 33, features], [2, 1, 17, features].
+inline Shape linear_input_shape(int64_t rank, int64_t features) {
+  switch (rank) {
+    case 1: return {features};
+    case 2: return {65, features};
+    case 3: return {2, 33, features};
+    default: return {2, 1, 17, features};
+  }
+}
+
 // Every dtype a kernel that moves or selects values must take.
 inline constexpr DType kAllDtypes[] = {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16,
                                        DType::Int32,   DType::Int64,   DType::Bool};

@@ -122,8 +122,8 @@ extern KernelStub<GemmBiasGeluKernelFn> gemm_bias_gelu_stub;
 // compute from the float accumulator and round once. A kernel may decline as
 // gemm_bias_stub's does (returns false having written nothing). Only CUDA
 // registers one (cublasLt's DGELU_BGRAD epilogue, DGELU without bias_grad;
-// it declines float64); callers test has() and compose gelu_backward and the
-// product otherwise.
+// it takes float16 and bfloat16 only); callers test has() and compose
+// gelu_backward and the product otherwise.
 using GemmGeluGradKernelFn = bool(const GemmArgs& args, const void* pre, int64_t ld_pre, void* bias_grad);
 extern KernelStub<GemmGeluGradKernelFn> gemm_dgelu_bgrad_stub;
 

@@ -78,15 +78,6 @@ TensorList mlp(const TensorList& in, const char* approximate = "tanh") {
   return {linear_gelu_linear(in[0], in[1], in[2], in[3], in.size() > 4 ? in[4] : Tensor(), approximate)};
 }
 
-Shape input_shape(int64_t rank, int64_t k) {
-  switch (rank) {
-    case 1: return {k};
-    case 2: return {65, k};
-    case 3: return {2, 33, k};
-    default: return {2, 1, 17, k};
-  }
-}
-
 TEST(CudaLinearGeluLinear, EveryDtypeRankAndApproximationMatchesCpu) {
   EMBER_REQUIRE_CUDA();
   const int64_t k = 33, hidden = 48, out = 24;
@@ -94,7 +85,7 @@ TEST(CudaLinearGeluLinear, EveryDtypeRankAndApproximationMatchesCpu) {
     for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16}) {
       for (int64_t rank = 1; rank <= 4; ++rank) {
         for (bool bias2 : {true, false}) {
-          TensorList in = {leaf(input_shape(rank, k), dt, uint64_t(rank)), leaf({hidden, k}, dt, 10),
+          TensorList in = {leaf(testing::linear_input_shape(rank, k), dt, uint64_t(rank)), leaf({hidden, k}, dt, 10),
                            leaf({hidden}, dt, 11), leaf({out, hidden}, dt, 12)};
           if (bias2) in.push_back(leaf({out}, dt, 13));
           EXPECT_TRUE(cuda_matches_cpu([approximate](const TensorList& t) { return mlp(t, approximate); }, in, true,

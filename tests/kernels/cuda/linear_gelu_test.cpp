@@ -45,15 +45,6 @@ Tolerance tolerance(DType dtype, int64_t depth) {
   return usual;
 }
 
-Shape input_shape(int64_t rank, int64_t k) {
-  switch (rank) {
-    case 1: return {k};
-    case 2: return {65, k};
-    case 3: return {2, 33, k};
-    default: return {2, 1, 17, k};
-  }
-}
-
 // Counts the problems the CUDA gemm_bias_gelu kernel accepted.
 class AcceptedGelu {
  public:
@@ -79,7 +70,8 @@ TEST(CudaLinearGelu, EveryDtypeRankAndApproximationMatchesCpu) {
   for (const char* approximate : {"tanh", "none"}) {
     for (DType dt : kFloatTypes) {
       for (int64_t rank = 1; rank <= 4; ++rank) {
-        Tensor x = leaf(input_shape(rank, k), dt, uint64_t(rank)), w = leaf({n, k}, dt, 10), b = leaf({n}, dt, 11);
+        Tensor x = leaf(testing::linear_input_shape(rank, k), dt, uint64_t(rank)), w = leaf({n, k}, dt, 10),
+               b = leaf({n}, dt, 11);
         auto fn = [approximate](const TensorList& in) {
           return TensorList{linear_gelu(in[0], in[1], in[2], approximate)};
         };

@@ -457,15 +457,6 @@ TEST(CudaGemm, CublasErrorsNameTheProblem) {
 
 // ---------------- linear ----------------
 
-Shape input_shape(int64_t rank, int64_t k) {
-  switch (rank) {
-    case 1: return {k};
-    case 2: return {65, k};
-    case 3: return {2, 33, k};
-    default: return {2, 1, 17, k};
-  }
-}
-
 TensorList linear_bias(const TensorList& in) { return {linear(in[0], in[1], in[2])}; }
 TensorList linear_no_bias(const TensorList& in) { return {linear(in[0], in[1])}; }
 
@@ -474,7 +465,8 @@ TEST(CudaLinear, EveryRankWithAndWithoutBiasMatchesCpu) {
   const int64_t k = 33, n = 48;
   for (DType dt : kAllTypes) {
     for (int64_t rank = 1; rank <= 4; ++rank) {
-      Tensor x = leaf(input_shape(rank, k), dt, uint64_t(rank)), w = leaf({n, k}, dt, 10), b = leaf({n}, dt, 11);
+      Tensor x = leaf(testing::linear_input_shape(rank, k), dt, uint64_t(rank)), w = leaf({n, k}, dt, 10),
+             b = leaf({n}, dt, 11);
       const Tolerance tol = tolerance(dt, 66);
       EXPECT_TRUE(cuda_matches_cpu(linear_bias, {x, w, b}, is_floating(dt), tol)) << rank << "-D " << dtype_name(dt);
       EXPECT_TRUE(cuda_matches_cpu(linear_no_bias, {x, w}, is_floating(dt), tol)) << rank << "-D " << dtype_name(dt);
