@@ -11,17 +11,17 @@
 // statistics (each vector's own mean and M2 merged into the thread's, one
 // division per vector), merged across the block; pass 2 re-reads the row
 // (from L2: a block's row was just read) and writes y.
-// Backward with dweight or dbias, rows of up to kWarpOnePassVecs vectors
-// per thread of a warp (768 float32, 1536 half), else kOnePassVecs per
-// thread of a block (4096 float32, 8192 half): one pass over the data. A
-// grid of as many blocks as the device holds at once walks the rows (a
-// warp, or a block, per row); for each row the team keeps x and dy in
-// registers, computes dx (two sums), and each thread adds its columns'
-// dy * xhat and dy to running sums in registers (a thread always holds the
-// same columns). A block's warps add their sums in shared memory in warp
-// order; each block writes its sums to a float partial buffer, and a last
-// kernel adds the blocks' partials in a fixed order: deterministic for a
-// given device, no atomics. Otherwise (no parameter gradients, or longer
+// Backward with dweight or dbias, rows of up to 768 columns (a warp per
+// row), else of up to kOnePassVecs vectors per thread of a block (4096
+// float32, 8192 half; a block per row): one pass over the data. A grid of
+// as many blocks as the device holds at once walks the rows; for each row
+// the team keeps x and dy in registers, computes dx (two sums), and each
+// thread adds its columns' dy * xhat and dy to running sums (a thread
+// always holds the same columns): in registers for a block, in the warp's
+// own shared memory for a warp, whose block then adds its warps' sums in
+// warp order. Each block writes its sums to a float partial buffer, and a
+// last kernel adds the blocks' partials in a fixed order: deterministic
+// for a given device, no atomics. Otherwise (no parameter gradients, or longer
 // or unaligned rows): one block per row for dx (two block sums, then dx),
 // and a column kernel for dweight/dbias: each block sums 32 columns over a
 // slice of the rows into the partial buffer.
@@ -38,9 +38,9 @@ namespace ember::cuda {
 namespace {
 
 constexpr int kRowThreads = 256;
-constexpr int kCachedVecs = 8;       // vectors of a row each thread keeps in registers
-constexpr int kOnePassVecs = 4;      // its longest rows, in vectors per thread (more would spill)
-constexpr int kWarpOnePassVecs = 6;  // the same for a warp per row
+constexpr int kCachedVecs = 8;         // vectors of a row each thread keeps in registers
+constexpr int kOnePassVecs = 4;        // its longest rows, in vectors per thread (more would spill)
+constexpr int kWarpOnePassBytes = 96;  // the same for a warp per row, in bytes of its sums per lane
 
 // Who shares a row in the cached kernels: a block of kRowThreads threads
 // (kWarp false), or one warp (kWarp true: kRowThreads / 32 rows per block,
@@ -225,34 +225,58 @@ __global__ void layer_norm_backward_dx_kernel(LayerNormArgs a) {
 }
 
 // The one-pass backward (see the top): NV vectors of V elements per thread
-// and row, the rows of block b being b, b + gridDim.x, ... Its partial sums
-// go to partial_w / partial_b [gridDim.x][cols].
+// and row, the rows of a team as RowTeam says. Its partial sums go to
+// partial_w / partial_b [gridDim.x][cols].
 // In the residual form (kResidual), grad_sum (when given) is added to dx,
 // and dx is written to grad_residual in D too (when given); partial_w and
 // partial_b may then be null (no parameter gradients). Y: grad_y's type (T,
 // or D in the residual form; acc_t<Y> is acc_t<T> either way). kWarp: a
-// warp per row (RowTeam); the block's warps then add their sums into
-// shared memory one warp after another before the block writes them.
+// warp per row, the running sums in dynamic shared memory of
+// warp_sums_bytes(cols) bytes (when partial_w is given).
 template <typename T, typename S, int V, int NV, typename D = T, bool kResidual = false, typename Y = T,
           bool kWarp = false>
 __global__ void __launch_bounds__(kRowThreads)
     layer_norm_backward_cached_kernel(LayerNormArgs a, S* partial_w, S* partial_b) {
   using A = acc_t<T>;
   using Team = RowTeam<kWarp>;
+  // A thread's V columns of one running sum (16-byte shared-memory accesses).
+  struct alignas(sizeof(S) * V < 16 ? sizeof(S) * V : 16) Sums {
+    S v[V];
+  };
   __shared__ S shared[32];
   const T* w = static_cast<const T*>(a.weight);
   const int64_t first = int64_t(Team::rank()) * V, stride = int64_t(Team::kSize) * V;
   const S inv_n = S(1) / S(a.cols);
-  S wv[NV][V];
+  const bool sums = partial_w != nullptr;
+  // A block keeps its threads' weights and running sums in registers. A
+  // warp's lanes hold more columns: they read the weights at each use (from
+  // L1) and keep the sums in the warp's own rows of shared memory ([warp]
+  // [dweight, dbias][cols], only ever touched by the lane owning a column
+  // until the end), which leaves registers for more warps per SM.
+  S wv[kWarp ? 1 : NV][kWarp ? 1 : V];
+  S dw[kWarp ? 1 : NV][kWarp ? 1 : V] = {}, db[kWarp ? 1 : NV][kWarp ? 1 : V] = {};
+  extern __shared__ unsigned char warp_sums_bytes[];
+  S* const warp_sums = kWarp ? reinterpret_cast<S*>(warp_sums_bytes) + int64_t(threadIdx.x / 32) * 2 * a.cols : nullptr;
+  const auto weight_at = [&](int k, int j) -> S {
+    const int64_t c = first + k * stride + j;
+    return w && c < a.cols ? S(to_acc(w[c])) : S(1);
+  };
 #pragma unroll
   for (int k = 0; k < NV; ++k) {
+    if constexpr (kWarp) {
+      if (sums && first + k * stride < a.cols) {
+        *reinterpret_cast<Sums*>(warp_sums + first + k * stride) = Sums{};
+        *reinterpret_cast<Sums*>(warp_sums + a.cols + first + k * stride) = Sums{};
+      }
+    } else {
 #pragma unroll
-    for (int j = 0; j < V; ++j) {
-      const int64_t c = first + k * stride + j;
-      wv[k][j] = w && c < a.cols ? S(to_acc(w[c])) : S(1);
+      for (int j = 0; j < V; ++j) wv[k][j] = weight_at(k, j);
     }
   }
-  S dw[NV][V] = {}, db[NV][V] = {};
+  const auto weight = [&](int k, int j) -> S {
+    if constexpr (kWarp) return weight_at(k, j);
+    else return wv[k][j];
+  };
   for (int64_t row = Team::row0(); row < a.rows; row += Team::step()) {
     const T* x = static_cast<const T*>(a.x) + row * a.cols;
     const Y* gy = static_cast<const Y*>(a.grad_y) + row * a.cols;
@@ -270,14 +294,35 @@ __global__ void __launch_bounds__(kRowThreads)
 #pragma unroll
     for (int k = 0; k < NV; ++k) {
       if (first + k * stride >= a.cols) continue;
+      Sums add_w, add_b;
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         const S xhat = (S(xv[k][j]) - mean) * rstd;
-        const S dxhat = S(gv[k][j]) * wv[k][j];
+        const S dxhat = S(gv[k][j]) * weight(k, j);
         sum_dxhat += dxhat;
         sum_dxhat_xhat += dxhat * xhat;
-        dw[k][j] += S(gv[k][j]) * xhat;
-        db[k][j] += S(gv[k][j]);
+        add_w.v[j] = S(gv[k][j]) * xhat;
+        add_b.v[j] = S(gv[k][j]);
+      }
+      if constexpr (kWarp) {
+        if (sums) {
+          Sums& sw = *reinterpret_cast<Sums*>(warp_sums + first + k * stride);
+          Sums& sb = *reinterpret_cast<Sums*>(warp_sums + a.cols + first + k * stride);
+          Sums nw = sw, nb = sb;
+#pragma unroll
+          for (int j = 0; j < V; ++j) {
+            nw.v[j] += add_w.v[j];
+            nb.v[j] += add_b.v[j];
+          }
+          sw = nw;
+          sb = nb;
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          dw[k][j] += add_w.v[j];
+          db[k][j] += add_b.v[j];
+        }
       }
     }
     sum_dxhat = Team::sum(sum_dxhat, shared);
@@ -290,7 +335,7 @@ __global__ void __launch_bounds__(kRowThreads)
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         const S xhat = (S(xv[k][j]) - mean) * rstd;
-        const S dxhat = S(gv[k][j]) * wv[k][j];
+        const S dxhat = S(gv[k][j]) * weight(k, j);
         dx[j] = rstd * (dxhat - inv_n * sum_dxhat - xhat * inv_n * sum_dxhat_xhat);
       }
       if constexpr (kResidual) {
@@ -315,34 +360,21 @@ __global__ void __launch_bounds__(kRowThreads)
       }
     }
   }
-  if (partial_w == nullptr) return;
+  if (!sums) return;
   S* out_w = partial_w + int64_t(blockIdx.x) * a.cols;
   S* out_b = partial_b + int64_t(blockIdx.x) * a.cols;
   if constexpr (kWarp) {
-    // Warp 0 writes its sums, the others add theirs in warp order (a
-    // fixed order), then the block's sums go out: the row sums of all the
-    // block's rows, whichever warp took them.
-    extern __shared__ unsigned char block_sums_bytes[];
-    S* sum_w = reinterpret_cast<S*>(block_sums_bytes);
-    S* sum_b = sum_w + a.cols;
-    for (int team = 0; team < Team::kPerBlock; ++team) {
-      if (int(threadIdx.x) / Team::kSize == team) {
-#pragma unroll
-        for (int k = 0; k < NV; ++k) {
-#pragma unroll
-          for (int j = 0; j < V; ++j) {
-            const int64_t c = first + k * stride + j;
-            if (c >= a.cols) continue;
-            sum_w[c] = team == 0 ? dw[k][j] : sum_w[c] + dw[k][j];
-            sum_b[c] = team == 0 ? db[k][j] : sum_b[c] + db[k][j];
-          }
-        }
-      }
-      __syncthreads();
-    }
+    // The block's sums: its warps' rows added in warp order (a fixed order).
+    __syncthreads();
+    const S* all = reinterpret_cast<const S*>(warp_sums_bytes);
     for (int64_t c = threadIdx.x; c < a.cols; c += kRowThreads) {
-      out_w[c] = sum_w[c];
-      out_b[c] = sum_b[c];
+      S sw = 0, sb = 0;
+      for (int team = 0; team < Team::kPerBlock; ++team) {
+        sw += all[int64_t(team) * 2 * a.cols + c];
+        sb += all[int64_t(team) * 2 * a.cols + a.cols + c];
+      }
+      out_w[c] = sw;
+      out_b[c] = sb;
     }
   } else {
 #pragma unroll
@@ -462,6 +494,13 @@ void forward(const LayerNormArgs& a) {
   });
 }
 
+// The warp-per-row backward's shared memory: each warp's running dweight
+// and dbias over the columns.
+template <typename S>
+size_t warp_sums_bytes(int64_t cols) {
+  return size_t(RowTeam<true>::kPerBlock) * 2 * size_t(cols) * sizeof(S);
+}
+
 // One launch of the one-pass backward: a grid of as many blocks as the
 // device holds at once (or fewer, for few rows), then the sum of their
 // partials when parameter gradients are asked for.
@@ -469,7 +508,10 @@ template <typename T, typename S, int V, int NV, typename D, bool kResidual, typ
 void run_one_pass(const LayerNormArgs& a, cudaStream_t stream) {
   const auto kernel = layer_norm_backward_cached_kernel<T, S, V, NV, D, kResidual, Y, kWarp>;
   const bool params = a.grad_weight || a.grad_bias;
-  const size_t shared = kWarp && params ? 2 * size_t(a.cols) * sizeof(S) : 0;
+  const size_t shared = kWarp && params ? warp_sums_bytes<S>(a.cols) : 0;
+  if (shared > 0) {
+    EMBER_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)));
+  }
   int per_sm = 0;
   EMBER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kRowThreads, shared));
   const int64_t needed = (a.rows + RowTeam<kWarp>::kPerBlock - 1) / RowTeam<kWarp>::kPerBlock;
@@ -488,17 +530,18 @@ void run_one_pass(const LayerNormArgs& a, cudaStream_t stream) {
 }
 
 // The one-pass backward (dx, and dweight and dbias) when it takes the call:
-// V-element vectors, rows that a warp holds in at most kWarpOnePassVecs
-// vectors per thread (a warp per row) or a block in at most kOnePassVecs
-// (a block per row), and outside the residual form parameter gradients
+// V-element vectors, rows whose running sums take at most kWarpOnePassBytes
+// per lane of a warp (a warp per row: 768 columns) or that a block holds
+// in at most kOnePassVecs vectors per thread (a block per row), and outside the residual form parameter gradients
 // asked for (else the dx kernel alone reads less). Returns whether it ran.
 template <typename T, typename S, int V, typename D = T, bool kResidual = false, typename Y = T>
 bool one_pass_backward(const LayerNormArgs& a, cudaStream_t stream) {
   if (!kResidual && !a.grad_weight && !a.grad_bias) return false;
   const auto per_thread = [&](int threads) { return (a.cols + int64_t(threads) * V - 1) / (int64_t(threads) * V); };
+  constexpr int kWarpVecs = std::max(kWarpOnePassBytes / int(sizeof(S)) / V, 2);
   const int64_t warp_vecs = per_thread(RowTeam<true>::kSize), block_vecs = per_thread(kRowThreads);
   if (warp_vecs <= 2) run_one_pass<T, S, V, 2, D, kResidual, Y, true>(a, stream);
-  else if (warp_vecs <= kWarpOnePassVecs) run_one_pass<T, S, V, kWarpOnePassVecs, D, kResidual, Y, true>(a, stream);
+  else if (warp_vecs <= kWarpVecs) run_one_pass<T, S, V, kWarpVecs, D, kResidual, Y, true>(a, stream);
   else if (block_vecs <= 2) run_one_pass<T, S, V, 2, D, kResidual, Y, false>(a, stream);
   else if (block_vecs <= kOnePassVecs) run_one_pass<T, S, V, kOnePassVecs, D, kResidual, Y, false>(a, stream);
   else return false;
