@@ -9,8 +9,13 @@
 // only: the first one's input needs none) and weight gradient, batch norm's
 // training forward and backward, ReLU's forward, max pooling's forward and
 // backward, each called through its kernel stub on preallocated arrays;
-// then the Adam step over the CNN's parameters (420K) and dropout over a
-// 64x256 activation (ember-train's MLP), through the public API.
+// then the first Linear layer's (3136 -> 128) forward, input gradient and
+// weight gradient, the Adam step over the CNN's parameters (420K) and
+// dropout over a 64x256 activation (ember-train's MLP), through the public
+// API. Under the table, the whole training step of the same CNN
+// (forward, cross-entropy, backward, Adam; examples/train/models.h) on one
+// random batch: what the step costs beyond its kernels (autograd,
+// allocation, the small ops) is the difference from the kernels' total.
 // Timing: the minimum over --repeats calls (after 3 warm-up calls) of the
 // call's wall time: the minimum, not the median, because on a shared
 // machine the other processes only ever add time. EMBER_NUM_THREADS sets
@@ -29,6 +34,7 @@
 #include "ember/core/ops/conv_kernels.h"
 #include "ember/core/ops/pool_kernels.h"
 #include "ember/ember.h"
+#include "examples/train/models.h"
 
 namespace {
 
@@ -152,6 +158,14 @@ int main(int argc, char** argv) {
     p.set_requires_grad();
     (p * p).sum().backward();
   }
+  Tensor flat = randn({kBatch, 64 * 7 * 7}), hidden_grad = randn({kBatch, 128});
+  const std::string linear_shape = "64x3136 -> 128";
+  rows.push_back(
+      {"linear forward", linear_shape, min_us(repeats, [&] { Tensor y = linear(flat, params[0], params[1]); })});
+  rows.push_back(
+      {"linear input gradient", linear_shape, min_us(repeats, [&] { Tensor g = matmul(hidden_grad, params[0]); })});
+  rows.push_back(
+      {"linear weight gradient", linear_shape, min_us(repeats, [&] { Tensor g = matmul(hidden_grad.t(), flat); })});
   optim::Adam adam(params, {.lr = 1e-3});
   rows.push_back({"Adam step", "the CNN's 8 parameters", min_us(repeats, [&] { adam.step(); })});
   Tensor hidden = randn({kBatch, 256});
@@ -165,4 +179,32 @@ int main(int argc, char** argv) {
     total += r.us;
   }
   std::printf("| total | | %.0f |\n", total);
+
+  manual_seed(0);
+  std::shared_ptr<nn::Sequential> cnn = train::make_cnn(0.25);
+  optim::Adam cnn_adam(cnn->parameters(), {.lr = 1e-3});
+  Tensor images = randn({kBatch, 1, train::kImageSide, train::kImageSide});
+  Tensor labels = randint(0, train::kClasses, {kBatch});
+  // The step's phases, each the minimum over the repeats of its own time.
+  double forward_us = 1e300, backward_us = 1e300, adam_us = 1e300, step_us = 1e300;
+  for (int i = 0; i < repeats + 3; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    cnn_adam.zero_grad();
+    Tensor loss = nn::functional::cross_entropy((*cnn)(images), labels);
+    const auto t1 = std::chrono::steady_clock::now();
+    loss.backward();
+    const auto t2 = std::chrono::steady_clock::now();
+    cnn_adam.step();
+    const auto t3 = std::chrono::steady_clock::now();
+    if (i < 3) continue;  // warm-up
+    const auto us = [](auto a, auto b) { return std::chrono::duration<double, std::micro>(b - a).count(); };
+    forward_us = std::min(forward_us, us(t0, t1));
+    backward_us = std::min(backward_us, us(t1, t2));
+    adam_us = std::min(adam_us, us(t2, t3));
+    step_us = std::min(step_us, us(t0, t3));
+  }
+  std::printf(
+      "\nwhole training step (forward, cross-entropy, backward, Adam): %.0f us (forward %.0f, backward %.0f, Adam "
+      "%.0f); beyond the kernels above: %.0f us\n",
+      step_us, forward_us, backward_us, adam_us, step_us - total);
 }
