@@ -10,10 +10,10 @@
 #
 # CPU_BENCH_STEPS (default 100) sets the steps per run: a short run's rate
 # includes its first step, which costs several steady steps (fresh memory
-# faulted in, caches filled), so it understates the many-thread speedup of
-# a whole epoch. CPU_BENCH_EPOCH=1 adds a second table: ember's CNN over one
-# whole epoch (60000 images, 938 steps) at the first and the last count
-# given, the issue's own measure. Needs Fashion-MNIST
+# faulted in, caches filled) and weighs differently at each thread count,
+# so its speedups are not a whole epoch's. CPU_BENCH_EPOCH=1 adds a second
+# table: ember's CNN over one whole epoch (60000 images, 938 steps) at the
+# first and the last count given. Needs Fashion-MNIST
 # (scripts/install_deps.sh puts it in /usr/share/datasets/fashion-mnist;
 # FASHION_MNIST=DIR points elsewhere).
 set -euo pipefail
