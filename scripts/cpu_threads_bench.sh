@@ -36,7 +36,7 @@ ember_rate() {
   local threads=$1 model=$2 limit=(--limit-train $((steps * 64)))
   [[ ${3:-} == epoch ]] && limit=()
   EMBER_NUM_THREADS=$threads "$train" --model "$model" --device cpu --epochs 1 --augment none --workers 1 \
-    "${limit[@]}" --limit-test 64 --data "$data" 2>/dev/null |
+    ${limit[@]+"${limit[@]}"} --limit-test 64 --data "$data" 2>/dev/null |
     grep -o '([0-9.]* samples/s)' | tail -1 | tr -d '(' | cut -d' ' -f1
 }
 
@@ -75,7 +75,8 @@ for threads in "$@"; do
 done
 
 if [[ ${CPU_BENCH_EPOCH:-0} == 1 ]]; then
-  counts=("$1" "${@: -1}")
+  counts=("$1")
+  [[ $# -gt 1 ]] && counts+=("${@: -1}")
   echo
   echo "Whole epochs (60000 images) of ember's CNN:"
   echo

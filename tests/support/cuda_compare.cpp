@@ -68,7 +68,8 @@ TensorList leaves_on(const TensorList& inputs, Device device) {
 }  // namespace
 
 ::testing::AssertionResult cuda_matches_cpu(const std::function<TensorList(const TensorList&)>& fn,
-                                            const TensorList& cpu_inputs, bool grads, std::optional<Tolerance> tol) {
+                                            const TensorList& cpu_inputs, bool grads, std::optional<Tolerance> tol,
+                                            std::optional<Tolerance> grad_tol) {
   TensorList cpu_in = leaves_on(cpu_inputs, kCPU);
   TensorList cuda_in = leaves_on(cpu_inputs, cuda_device(0));
   TensorList cpu_out = fn(cpu_in);
@@ -105,7 +106,8 @@ TensorList leaves_on(const TensorList& inputs, Device device) {
       return ::testing::AssertionFailure()
              << "input " << i << ": gradient missing on " << (cpu_in[i].grad().defined() ? "cuda" : "cpu");
     }
-    auto r = tensors_close(cuda_in[i].grad(), cpu_in[i].grad(), tol.value_or(tolerance_for(cpu_in[i].dtype())));
+    auto r = tensors_close(cuda_in[i].grad(), cpu_in[i].grad(),
+                           grad_tol.value_or(tol.value_or(tolerance_for(cpu_in[i].dtype()))));
     if (!r) return ::testing::AssertionFailure() << "gradient of input " << i << ": " << r.message();
   }
   return ::testing::AssertionSuccess();

@@ -40,9 +40,10 @@ Tolerance tolerance_for(DType dtype);
 ::testing::AssertionResult tensors_close(const Tensor& actual, const Tensor& expected, Tolerance tol);
 ::testing::AssertionResult tensors_close(const Tensor& actual, const Tensor& expected);
 
+// grad_tol, when given, is the gradients' tolerance (else tol's).
 ::testing::AssertionResult cuda_matches_cpu(const std::function<TensorList(const TensorList&)>& fn,
                                             const TensorList& cpu_inputs, bool grads = false,
-                                            std::optional<Tolerance> tol = {});
+                                            std::optional<Tolerance> tol = {}, std::optional<Tolerance> grad_tol = {});
 
 // y, after checking that it is channels-last (the format channels-last
 // inputs must give back).

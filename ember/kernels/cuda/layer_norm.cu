@@ -11,8 +11,8 @@
 // statistics (each vector's own mean and M2 merged into the thread's, one
 // division per vector), merged across the block; pass 2 re-reads the row
 // (from L2: a block's row was just read) and writes y.
-// Backward with dweight or dbias, rows of up to 768 columns (a warp per
-// row), else of up to kOnePassVecs vectors per thread of a block (4096
+// Backward with dweight or dbias, rows of up to 768 columns (384 in
+// float64; a warp per row), else of up to kOnePassVecs vectors per thread of a block (4096
 // float32, 8192 half; a block per row): one pass over the data. A grid of
 // as many blocks as the device holds at once walks the rows; for each row
 // the team keeps x and dy in registers, computes dx (two sums), and each
@@ -40,7 +40,7 @@ namespace {
 constexpr int kRowThreads = 256;
 constexpr int kCachedVecs = 8;         // vectors of a row each thread keeps in registers
 constexpr int kOnePassVecs = 4;        // its longest rows, in vectors per thread (more would spill)
-constexpr int kWarpOnePassBytes = 96;  // the same for a warp per row, in bytes of its sums per lane
+constexpr int kWarpOnePassBytes = 96;  // a warp per row: the bytes of x (and of dy) a lane holds, in S
 
 // Who shares a row in the cached kernels: a block of kRowThreads threads
 // (kWarp false), or one warp (kWarp true: kRowThreads / 32 rows per block,
@@ -530,8 +530,10 @@ void run_one_pass(const LayerNormArgs& a, cudaStream_t stream) {
 }
 
 // The one-pass backward (dx, and dweight and dbias) when it takes the call:
-// V-element vectors, rows whose running sums take at most kWarpOnePassBytes
-// per lane of a warp (a warp per row: 768 columns) or that a block holds
+// V-element vectors, rows of which each lane of a warp holds at most
+// kWarpOnePassBytes of x in S (a warp per row: 768 columns, 384 in
+// float64; longer half rows go to a block, whose threads hold fewer
+// columns each) or that a block holds
 // in at most kOnePassVecs vectors per thread (a block per row), and outside the residual form parameter gradients
 // asked for (else the dx kernel alone reads less). Returns whether it ran.
 template <typename T, typename S, int V, typename D = T, bool kResidual = false, typename Y = T>

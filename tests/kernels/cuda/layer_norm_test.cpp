@@ -35,11 +35,12 @@ TEST(CudaLayerNorm, ForwardAndBackwardMatchCpu) {
 }
 
 // Many rows per block: the one-pass backward (dx, dweight and dbias from one
-// read of the rows: a warp per row for rows of up to 6 vectors per lane, a
-// block per row for up to 4 vectors per thread) walks several rows in each
+// read of the rows: a warp per row for rows of up to 96 bytes of sums per
+// lane, 768 columns (384 in float64), a block per row for up to 4 vectors
+// per thread) walks several rows in each
 // block and sums the blocks' parameter partials; a weight without a bias
 // asks for dweight alone. Widths of 1, 2 and 6 vectors per lane (128, 200,
-// 768 float32), of 1, 2 and 4 per block thread, and one past them (the
+// 768 float32; 768 is 3 vectors in bfloat16), of 1, 2 and 4 per block thread, and one past them (the
 // two-kernel path).
 TEST(CudaLayerNorm, ManyRowsMatchCpu) {
   EMBER_REQUIRE_CUDA();
