@@ -44,8 +44,10 @@ using namespace ember;
 
 constexpr int64_t kBatch = 64;
 
+constexpr int kWarmupCalls = 3;
+
 double min_us(int repeats, const std::function<void()>& call) {
-  for (int i = 0; i < 3; ++i) call();
+  for (int i = 0; i < kWarmupCalls; ++i) call();
   double best = 1e300;
   for (int i = 0; i < repeats; ++i) {
     const auto start = std::chrono::steady_clock::now();
@@ -200,7 +202,8 @@ int main(int argc, char** argv) {
   Tensor labels = randint(0, train::kClasses, {kBatch});
   // The step's phases, each the minimum over the repeats of its own time.
   double forward_us = 1e300, backward_us = 1e300, adam_us = 1e300, step_us = 1e300;
-  for (int i = 0; i < repeats + 3; ++i) {
+  const auto us = [](auto a, auto b) { return std::chrono::duration<double, std::micro>(b - a).count(); };
+  for (int i = 0; i < kWarmupCalls + repeats; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     cnn_adam.zero_grad();
     Tensor loss = nn::functional::cross_entropy((*cnn)(images), labels);
@@ -209,8 +212,7 @@ int main(int argc, char** argv) {
     const auto t2 = std::chrono::steady_clock::now();
     cnn_adam.step();
     const auto t3 = std::chrono::steady_clock::now();
-    if (i < 3) continue;  // warm-up
-    const auto us = [](auto a, auto b) { return std::chrono::duration<double, std::micro>(b - a).count(); };
+    if (i < kWarmupCalls) continue;
     forward_us = std::min(forward_us, us(t0, t1));
     backward_us = std::min(backward_us, us(t1, t2));
     adam_us = std::min(adam_us, us(t2, t3));

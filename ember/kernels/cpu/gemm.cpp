@@ -51,12 +51,18 @@ void with_op(bool trans, const T* p, int64_t rows, int64_t cols, int64_t ld, F&&
 // A product is cut into rectangles of at least kGemmGrain multiply-adds.
 constexpr int64_t kGemmGrain = int64_t(1) << 18;
 
-// The smallest block of rows (or columns) of C: a multiple of Eigen's tile
+// Eigen's tile along the rows (nr) or the columns (mr) of a row-major C.
+template <typename T>
+int64_t gemm_tile(bool by_rows) {
+  using Traits = Eigen::internal::gebp_traits<T, T>;
+  return by_rows ? Traits::nr : Traits::mr;
+}
+
+// The smallest block of rows (or columns) of C: a multiple of the tile
 // along that dim, and at least 16.
 template <typename T>
 int64_t gemm_block(bool by_rows) {
-  using Traits = Eigen::internal::gebp_traits<T, T>;
-  const int64_t tile = by_rows ? Traits::nr : Traits::mr;
+  const int64_t tile = gemm_tile<T>(by_rows);
   return (16 + tile - 1) / tile * tile;
 }
 
@@ -99,16 +105,16 @@ void gemm_rows_cols(const GemmArgs& g, const T* a, const T* b, T* c, int64_t r0,
 // gemm_block.
 template <typename T>
 std::pair<BlockCut, BlockCut> gemm_grid(int64_t m, int64_t n, int64_t max_blocks) {
-  using Traits = Eigen::internal::gebp_traits<T, T>;
+  const int64_t row_tile = gemm_tile<T>(true), col_tile = gemm_tile<T>(false);
   const int64_t most_rows = std::max<int64_t>(m / gemm_block<T>(true), 1);
   const int64_t most_cols = std::max<int64_t>(n / gemm_block<T>(false), 1);
-  BlockCut best_rows{m, Traits::nr, 1}, best_cols{n, Traits::mr, 1};
+  BlockCut best_rows{m, row_tile, 1}, best_cols{n, col_tile, 1};
   auto cost = [](const BlockCut& r, const BlockCut& c) {
     return std::pair(r.largest() * c.largest(), r.largest() + c.largest());
   };
   for (int64_t rb = 1; rb <= std::min(most_rows, max_blocks); ++rb) {
     for (int64_t cb = 1; cb <= std::min(most_cols, max_blocks / rb); ++cb) {
-      const BlockCut rows{m, Traits::nr, rb}, cols{n, Traits::mr, cb};
+      const BlockCut rows{m, row_tile, rb}, cols{n, col_tile, cb};
       if (cost(rows, cols) < cost(best_rows, best_cols)) {
         best_rows = rows;
         best_cols = cols;

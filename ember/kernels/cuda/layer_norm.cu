@@ -11,20 +11,20 @@
 // statistics (each vector's own mean and M2 merged into the thread's, one
 // division per vector), merged across the block; pass 2 re-reads the row
 // (from L2: a block's row was just read) and writes y.
-// Backward with dweight or dbias, rows of up to 768 columns (384 in
-// float64; a warp per row), else of up to kOnePassVecs vectors per thread of a block (4096
-// float32, 8192 half; a block per row): one pass over the data. A grid of
-// as many blocks as the device holds at once walks the rows; for each row
-// the team keeps x and dy in registers, computes dx (two sums), and each
-// thread adds its columns' dy * xhat and dy to running sums (a thread
-// always holds the same columns): in registers for a block, in the warp's
-// own shared memory for a warp, whose block then adds its warps' sums in
-// warp order. Each block writes its sums to a float partial buffer, and a
-// last kernel adds the blocks' partials in a fixed order: deterministic
-// for a given device, no atomics. Otherwise (no parameter gradients, or longer
-// or unaligned rows): one block per row for dx (two block sums, then dx),
-// and a column kernel for dweight/dbias: each block sums 32 columns over a
-// slice of the rows into the partial buffer.
+// Backward with dweight or dbias, rows of up to 768 columns (384 in float64; a
+// warp per row), else of up to kOnePassVecs vectors per thread of a block (4096
+// float32, 8192 half; a block per row): one pass over the data. A grid of as
+// many blocks as the device holds at once walks the rows; for each row the team
+// keeps x and dy in registers, computes dx (two sums), and each thread adds its
+// columns' dy * xhat and dy to running sums (a thread always holds the same
+// columns): in registers for a block, in the warp's own shared memory for a
+// warp, whose block then adds its warps' sums in warp order. Each block writes
+// its sums to a float partial buffer, and a last kernel adds the blocks'
+// partials in a fixed order: deterministic for a given device, no atomics.
+// Otherwise (no parameter gradients, or longer or unaligned rows): one block
+// per row for dx (two block sums, then dx), and a column kernel for
+// dweight/dbias: each block sums 32 columns over a slice of the rows into the
+// partial buffer.
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
@@ -533,9 +533,10 @@ void run_one_pass(const LayerNormArgs& a, cudaStream_t stream) {
 // V-element vectors, rows of which each lane of a warp holds at most
 // kWarpOnePassBytes of x in S (a warp per row: 768 columns, 384 in
 // float64; longer half rows go to a block, whose threads hold fewer
-// columns each) or that a block holds
-// in at most kOnePassVecs vectors per thread (a block per row), and outside the residual form parameter gradients
-// asked for (else the dx kernel alone reads less). Returns whether it ran.
+// columns each) or that a block holds in at most kOnePassVecs vectors per
+// thread (a block per row), and outside the residual form parameter
+// gradients asked for (else the dx kernel alone reads less). Returns
+// whether it ran.
 template <typename T, typename S, int V, typename D = T, bool kResidual = false, typename Y = T>
 bool one_pass_backward(const LayerNormArgs& a, cudaStream_t stream) {
   if (!kResidual && !a.grad_weight && !a.grad_bias) return false;
