@@ -14,10 +14,10 @@
 // dropout over a 64x256 activation (ember-train's MLP), through the public
 // API. Under the table, the whole training step of the same CNN
 // (forward, cross-entropy, backward, Adam; examples/train/models.h) on one
-// random batch, layer by layer (each layer's forward and backward as the
-// step runs them: their inputs come from memory the step's other layers
-// have since passed through, not from the cache a kernel row reuses), and
-// its difference from the kernels' total: what the step costs beyond the
+// random batch, first layer by layer (each member's forward and backward as
+// the step runs them: their inputs come from memory the step's other layers
+// have since passed through, not from the cache a kernel row reuses), then
+// whole through the Sequential, and its difference from the kernels' total: what the step costs beyond the
 // kernels listed (cache misses, autograd, allocation, ReLU and dropout
 // backward, the other small ops; the dropout row is the MLP's 64x256, not
 // the CNN's 64x128).
@@ -147,14 +147,14 @@ void time_block(int64_t c_in, int64_t c_out, int64_t side, int repeats, std::vec
                   min_us(repeats, [&] { pool2d_backward_stub(DeviceType::CPU)(PoolOp::Max, pool); })});
 }
 
-// The whole training step of the CNN (zero_grad, forward, cross-entropy,
-// backward, Adam) on one random batch, layer by layer: a layer's forward is
-// the time of its forward call, its backward the time from the gradient of
-// its output (a hook on the output) to the gradient of its input (the end of
-// backward for the first layer). Each entry is its minimum over the repeats.
-// Prints the per-layer table and the step against `kernels_us`, the
-// kernels' total above.
-void time_step(int repeats, double kernels_us) {
+// The training step of the CNN (zero_grad, forward, cross-entropy,
+// backward, Adam) on one random batch, layer by layer: each member of the
+// Sequential called on its own (so without Sequential's fusions of
+// neighbours), a layer's forward the time of its forward call, its backward
+// the time from the gradient of its output (a hook on the output) to the
+// gradient of its input (the end of backward for the first layer). Each
+// entry is its minimum over the repeats.
+void time_step_by_layer(int repeats) {
   using Clock = std::chrono::steady_clock;
   manual_seed(0);
   std::shared_ptr<nn::Sequential> cnn = train::make_cnn(0.25);
@@ -164,7 +164,6 @@ void time_step(int repeats, double kernels_us) {
   const size_t layers = cnn->size();
   std::vector<double> forward_us(layers, 1e300), backward_us(layers, 1e300);
   double loss_forward_us = 1e300, loss_backward_us = 1e300, adam_us = 1e300, step_us = 1e300;
-  double all_forward_us = 1e300, all_backward_us = 1e300;
   const auto us = [](Clock::time_point a, Clock::time_point b) {
     return std::chrono::duration<double, std::micro>(b - a).count();
   };
@@ -196,21 +195,49 @@ void time_step(int repeats, double kernels_us) {
     }
     loss_forward_us = std::min(loss_forward_us, us(forward_at[layers], backward_at));
     loss_backward_us = std::min(loss_backward_us, us(backward_at, grad_at[layers - 1]));
-    all_forward_us = std::min(all_forward_us, us(start, backward_at));
-    all_backward_us = std::min(all_backward_us, us(backward_at, adam_at));
     adam_us = std::min(adam_us, us(adam_at, end));
     step_us = std::min(step_us, us(start, end));
   }
-  std::printf("\nThe training step layer by layer (us, minimum of %d steps):\n\n", repeats);
+  std::printf("\nThe training step layer by layer, each member called on its own (us, minimum of %d steps):\n\n",
+              repeats);
   std::printf("| layer | forward | backward |\n|---|---:|---:|\n");
   for (size_t l = 0; l < layers; ++l) {
     std::printf("| %zu %s | %.0f | %.0f |\n", l, (*cnn)[int64_t(l)]->name().c_str(), forward_us[l], backward_us[l]);
   }
-  std::printf("| cross-entropy | %.0f | %.0f |\n| Adam | | %.0f |\n", loss_forward_us, loss_backward_us, adam_us);
+  std::printf("| cross-entropy | %.0f | %.0f |\n| Adam | | %.0f |\n| step | | %.0f |\n", loss_forward_us,
+              loss_backward_us, adam_us, step_us);
+}
+
+// The whole training step through the Sequential (with its fusions), each
+// phase the minimum over the repeats of its own time, against `kernels_us`,
+// the kernels' total above.
+void time_step(int repeats, double kernels_us) {
+  manual_seed(0);
+  std::shared_ptr<nn::Sequential> cnn = train::make_cnn(0.25);
+  optim::Adam cnn_adam(cnn->parameters(), {.lr = 1e-3});
+  Tensor images = randn({kBatch, 1, train::kImageSide, train::kImageSide});
+  Tensor labels = randint(0, train::kClasses, {kBatch});
+  double forward_us = 1e300, backward_us = 1e300, adam_us = 1e300, step_us = 1e300;
+  const auto us = [](auto a, auto b) { return std::chrono::duration<double, std::micro>(b - a).count(); };
+  for (int i = 0; i < kWarmupCalls + repeats; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    cnn_adam.zero_grad();
+    Tensor loss = nn::functional::cross_entropy((*cnn)(images), labels);
+    const auto t1 = std::chrono::steady_clock::now();
+    loss.backward();
+    const auto t2 = std::chrono::steady_clock::now();
+    cnn_adam.step();
+    const auto t3 = std::chrono::steady_clock::now();
+    if (i < kWarmupCalls) continue;
+    forward_us = std::min(forward_us, us(t0, t1));
+    backward_us = std::min(backward_us, us(t1, t2));
+    adam_us = std::min(adam_us, us(t2, t3));
+    step_us = std::min(step_us, us(t0, t3));
+  }
   std::printf(
       "\nwhole training step (forward, cross-entropy, backward, Adam): %.0f us (forward %.0f, backward %.0f, Adam "
       "%.0f); beyond the kernels above: %.0f us\n",
-      step_us, all_forward_us, all_backward_us, adam_us, step_us - kernels_us);
+      step_us, forward_us, backward_us, adam_us, step_us - kernels_us);
 }
 
 }  // namespace
@@ -264,5 +291,6 @@ int main(int argc, char** argv) {
   }
   std::printf("| total | | %.0f |\n", total);
 
+  time_step_by_layer(repeats);
   time_step(repeats, total);
 }

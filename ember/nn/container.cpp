@@ -1,6 +1,7 @@
 // Sequential and ModuleList: registration by position, indexing, forward
-// (with Linear, GELU, Linear run as one linear_gelu_linear and a Linear
-// followed by a GELU otherwise as one linear_gelu) and clone.
+// (with Linear, GELU, Linear run as one linear_gelu_linear, a Linear
+// followed by a GELU otherwise as one linear_gelu, and a ReLU followed by a
+// MaxPool2d as the pooling, then the ReLU) and clone.
 #include "ember/nn/container.h"
 
 #include <typeinfo>
@@ -8,6 +9,7 @@
 #include "ember/core/ops.h"
 #include "ember/nn/activation.h"
 #include "ember/nn/linear.h"
+#include "ember/nn/pooling.h"
 
 namespace ember::nn {
 
@@ -62,6 +64,13 @@ FusedRun fused_run(const std::vector<std::shared_ptr<UnaryModule>>& modules, siz
   return {first, gelu, i + 2 < modules.size() ? exactly<Linear>(*modules[i + 2]) : nullptr};
 }
 
+// Whether modules[i] is a ReLU and modules[i + 1] a MaxPool2d, both of
+// exactly those classes.
+bool relu_then_max_pool(const std::vector<std::shared_ptr<UnaryModule>>& modules, size_t i) {
+  return i + 1 < modules.size() && exactly<ReLU>(*modules[i]) != nullptr &&
+         exactly<MaxPool2d>(*modules[i + 1]) != nullptr;
+}
+
 }  // namespace
 
 Tensor Sequential::forward(const Tensor& input) {
@@ -74,6 +83,9 @@ Tensor Sequential::forward(const Tensor& input) {
       i += 2;
     } else if (run.first != nullptr) {
       x = linear_gelu(x, run.first->weight, run.first->bias, run.gelu->approximate);
+      i += 1;
+    } else if (relu_then_max_pool(modules_, i)) {
+      x = relu(modules_[i + 1]->forward(x));
       i += 1;
     } else {
       x = modules_[i]->forward(x);

@@ -25,7 +25,13 @@ namespace ember::nn {
 // as one linear_gelu (ember/core/ops.h): the same results and gradients,
 // and on CUDA with GELU("tanh") one GEMM whose epilogue adds the bias and
 // applies the GELU, and in the MLP's backward gelu' in the epilogue of the
-// GEMM that produces its gradient.
+// GEMM that produces its gradient. A ReLU directly followed by a MaxPool2d
+// (exactly those classes: a CNN's block) runs as the pooling, then the ReLU
+// over the pooled values: the same values and gradients, as ReLU is
+// monotone and passes no gradient where its output is 0 (a window whose
+// maximum is at most 0 gets a zero gradient either way), and the ReLU's two
+// passes (forward and backward) go over a quarter of the elements for a
+// 2x2 pool.
 class Sequential : public UnaryModule {
  public:
   Sequential() = default;

@@ -67,6 +67,48 @@ TEST(NnSequential, NamedMembersNestingAndClone) {
             inner->at<nn::Linear>(0)->weight.data_ptr());
 }
 
+// A ReLU then a MaxPool2d run as the pooling, then the ReLU: the values and
+// the input's gradient equal the composition's exactly, on inputs with
+// windows whose maximum is negative, zero or tied, overlapping and padded
+// windows, dilation, ceil mode, float32 and float64. A subclass of ReLU runs
+// as itself.
+TEST(NnSequential, ReluThenMaxPoolRunsAsPoolThenRelu) {
+  struct Pool {
+    Size2 kernel, stride, padding, dilation;
+    bool ceil;
+  };
+  const Pool pools[] = {{2, 2, 0, 1, false}, {3, 2, 1, 1, false}, {3, 1, 1, 2, false}, {2, 2, 0, 1, true}};
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    for (const Pool& p : pools) {
+      auto seq = std::make_shared<nn::Sequential>(
+          std::make_shared<nn::ReLU>(),
+          std::make_shared<nn::MaxPool2d>(p.kernel, p.stride, p.padding, p.dilation, p.ceil));
+      Generator gen(3);
+      // Values on a coarse grid (ties, exact zeros), mostly negative so that some windows hold no positive.
+      const Tensor base = randint(-4, 3, {2, 3, 9, 7}, DType::Int64, kCPU, &gen).to(DType::Float64) * 0.5;
+      const Tensor x = base.to(dtype).set_requires_grad();
+      const Tensor y = (*seq)(x);
+      ASSERT_NE(y.grad_fn(), nullptr);
+      EXPECT_EQ(y.grad_fn()->name(), "ReluBackward");
+      const Tensor xc = base.to(dtype).set_requires_grad();
+      const Tensor expect = max_pool2d(relu(xc), p.kernel, p.stride, p.padding, p.dilation, p.ceil);
+      ASSERT_EQ(y.shape(), expect.shape());
+      EXPECT_TRUE(equal(y, expect));
+      const Tensor g = randn(y.shape(), DType::Float64, kCPU, &gen).to(dtype);
+      y.backward(g);
+      expect.backward(g);
+      EXPECT_TRUE(equal(x.grad(), xc.grad())) << "kernel " << p.kernel.h << " stride " << p.stride.h;
+      EXPECT_GT(xc.grad().abs().sum().item<double>(), 0.0);
+    }
+  }
+  struct Leakyish : nn::ReLU {
+    Tensor forward(const Tensor& input) override { return nn::ReLU::forward(input) - 1.0; }
+  };
+  auto sub = std::make_shared<nn::Sequential>(std::make_shared<Leakyish>(), std::make_shared<nn::MaxPool2d>(2));
+  const Tensor x = randn({1, 1, 4, 4});
+  EXPECT_TRUE(equal((*sub)(x), max_pool2d(relu(x) - 1.0, 2)));
+}
+
 TEST(NnModuleList, HoldsAnyModulesByPosition) {
   auto list = std::make_shared<nn::ModuleList>();
   list->push_back(std::make_shared<nn::MultiheadAttention>(4, 2));
