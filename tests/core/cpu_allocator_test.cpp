@@ -65,7 +65,10 @@ TEST(CpuAllocator, SizeClassesWasteAtMostAnEighth) {
     EXPECT_EQ(cpu_cached_bytes(), c.cls) << c.request;
     cpu_empty_cache();
   }
-  a.allocate(kMiB - 64, kCPU).reset();  // small: not cached
+  a.allocate(kCpuCacheMinBytes, kCPU).reset();  // the smallest cached block
+  EXPECT_EQ(cpu_cached_bytes(), kCpuCacheMinBytes);
+  cpu_empty_cache();
+  a.allocate(kCpuCacheMinBytes - 64, kCPU).reset();  // small: not cached
   EXPECT_EQ(cpu_cached_bytes(), 0u);
 }
 
