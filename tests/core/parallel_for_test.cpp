@@ -47,12 +47,25 @@ std::vector<std::pair<int64_t, int64_t>> chunks_of(int64_t begin, int64_t end, i
 TEST(ParallelFor, SplitsIntoNearEqualChunksThatCoverTheRange) {
   ThreadCount threads(3);
   using Chunks = std::vector<std::pair<int64_t, int64_t>>;
-  EXPECT_EQ(chunks_of(10, 20, 1), (Chunks{{10, 14}, {14, 17}, {17, 20}}));
+  // Up to kChunksPerThread (4) chunks a thread: 12 at 3 threads.
+  EXPECT_EQ(chunks_of(0, 100, 5), (Chunks{{0, 9},
+                                          {9, 18},
+                                          {18, 27},
+                                          {27, 36},
+                                          {36, 44},
+                                          {44, 52},
+                                          {52, 60},
+                                          {60, 68},
+                                          {68, 76},
+                                          {76, 84},
+                                          {84, 92},
+                                          {92, 100}}));
+  EXPECT_EQ(chunks_of(10, 20, 1).size(), 10u);  // one index each: no more chunks than indices
   EXPECT_EQ(chunks_of(0, 100, 40), (Chunks{{0, 34}, {34, 67}, {67, 100}}));
   EXPECT_EQ(chunks_of(0, 100, 50), (Chunks{{0, 50}, {50, 100}}));  // ceil(100 / 50) chunks
   EXPECT_EQ(chunks_of(0, 100, 100), (Chunks{{0, 100}}));           // at most grain: one call
   EXPECT_EQ(chunks_of(5, 5, 1), Chunks{});                         // empty: no call
-  EXPECT_EQ(parallel_chunk_count(100, 1), 3);
+  EXPECT_EQ(parallel_chunk_count(100, 1), 3 * kChunksPerThread);
 }
 
 TEST(ParallelFor, OneThreadRunsTheWholeRangeOnTheCaller) {
@@ -123,13 +136,13 @@ TEST(ParallelReduce, CombinesPartialsInChunkOrder) {
   ThreadCount threads(3);
   // String concatenation is not commutative: the order shows.
   std::string s = parallel_reduce(
-      0, 6, 1, std::string(),
+      0, 24, 2, std::string(),
       [](int64_t b, int64_t e, std::string acc) {
         for (int64_t i = b; i < e; ++i) acc += char('a' + i);
         return acc + "|";
       },
       [](std::string x, std::string y) { return x + y; });
-  EXPECT_EQ(s, "ab|cd|ef|");
+  EXPECT_EQ(s, "ab|cd|ef|gh|ij|kl|mn|op|qr|st|uv|wx|");  // 12 chunks of 2
 }
 
 TEST(ParallelReduce, IsBitIdenticalRunToRunAndNestedAtAGivenCount) {
@@ -168,9 +181,9 @@ TEST(ParallelFor, ConcurrentCallersEachGetTheirWholeRange) {
 TEST(SetNumThreads, ChangesTheCountAndRejectsNonPositive) {
   ThreadCount threads(5);
   EXPECT_EQ(get_num_threads(), 5);
-  EXPECT_EQ(parallel_chunk_count(1000, 1), 5);
+  EXPECT_EQ(parallel_chunk_count(1000, 1), 5 * kChunksPerThread);
   set_num_threads(2);
-  EXPECT_EQ(parallel_chunk_count(1000, 1), 2);
+  EXPECT_EQ(parallel_chunk_count(1000, 1), 2 * kChunksPerThread);
   EXPECT_TRUE(throws_with([] { set_num_threads(0); }, {"set_num_threads", "positive", "got 0"}));
   EXPECT_EQ(get_num_threads(), 2);
 }
