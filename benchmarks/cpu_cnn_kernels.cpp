@@ -17,10 +17,10 @@
 // random batch, first layer by layer (each member's forward and backward as
 // the step runs them: their inputs come from memory the step's other layers
 // have since passed through, not from the cache a kernel row reuses), then
-// whole through the Sequential, and its difference from the kernels' total: what the step costs beyond the
-// kernels listed (cache misses, autograd, allocation, ReLU and dropout
-// backward, the other small ops; the dropout row is the MLP's 64x256, not
-// the CNN's 64x128).
+// whole through the Sequential, and its difference from the kernels'
+// total: what the step costs beyond the kernels listed (cache misses,
+// autograd, allocation, ReLU and dropout backward, the other small ops; the
+// dropout row is the MLP's 64x256, not the CNN's 64x128).
 // Timing: the minimum over --repeats calls (after 3 warm-up calls) of the
 // call's wall time: the minimum, not the median, because on a shared
 // machine the other processes only ever add time. EMBER_NUM_THREADS sets

@@ -65,10 +65,14 @@ FusedRun fused_run(const std::vector<std::shared_ptr<UnaryModule>>& modules, siz
 }
 
 // Whether modules[i] is a ReLU and modules[i + 1] a MaxPool2d, both of
-// exactly those classes.
+// exactly those classes, whose every window holds an input element: in each
+// dim no padding or no dilation (a window of padding alone pools to -inf,
+// which the ReLU after the pool would turn into 0).
 bool relu_then_max_pool(const std::vector<std::shared_ptr<UnaryModule>>& modules, size_t i) {
-  return i + 1 < modules.size() && exactly<ReLU>(*modules[i]) != nullptr &&
-         exactly<MaxPool2d>(*modules[i + 1]) != nullptr;
+  if (i + 1 >= modules.size() || exactly<ReLU>(*modules[i]) == nullptr) return false;
+  const MaxPool2d* pool = exactly<MaxPool2d>(*modules[i + 1]);
+  return pool != nullptr && (pool->padding.h == 0 || pool->dilation.h == 1) &&
+         (pool->padding.w == 0 || pool->dilation.w == 1);
 }
 
 }  // namespace

@@ -27,11 +27,14 @@ namespace ember::nn {
 // applies the GELU, and in the MLP's backward gelu' in the epilogue of the
 // GEMM that produces its gradient. A ReLU directly followed by a MaxPool2d
 // (exactly those classes: a CNN's block) runs as the pooling, then the ReLU
-// over the pooled values: the same values and gradients, as ReLU is
-// monotone and passes no gradient where its output is 0 (a window whose
-// maximum is at most 0 gets a zero gradient either way), and the ReLU's two
-// passes (forward and backward) go over a quarter of the elements for a
-// 2x2 pool.
+// over the pooled values, when every window of the pool holds an input
+// element (in each dim no padding, or no dilation): the same values (a
+// zero's sign may differ) and gradients, as ReLU is monotone and passes no
+// gradient where its output is 0 (a window whose maximum is at most 0 gets
+// a zero gradient either way), and the ReLU's two passes (forward and
+// backward) go over a quarter of the elements for a 2x2 pool. A window of
+// padding alone (padding and dilation together can make one) pools to -inf,
+// which the ReLU would turn into 0: such pools run after the ReLU.
 class Sequential : public UnaryModule {
  public:
   Sequential() = default;

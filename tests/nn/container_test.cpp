@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "ember/ember.h"
 #include "support/gradcheck.h"
 
@@ -67,17 +69,20 @@ TEST(NnSequential, NamedMembersNestingAndClone) {
             inner->at<nn::Linear>(0)->weight.data_ptr());
 }
 
-// A ReLU then a MaxPool2d run as the pooling, then the ReLU: the values and
-// the input's gradient equal the composition's exactly, on inputs with
-// windows whose maximum is negative, zero or tied, overlapping and padded
-// windows, dilation, ceil mode, float32 and float64. A subclass of ReLU runs
-// as itself.
+// A ReLU then a MaxPool2d run as the pooling, then the ReLU, when every
+// window holds an input element: the values and the input's gradient equal
+// the composition's exactly, on inputs with windows whose maximum is
+// negative, zero or tied, overlapping and padded windows, dilation, ceil
+// mode, float32 and float64. With padding and dilation in one dim (where a
+// window of padding alone pools to -inf) the ReLU runs first, as does a
+// subclass of ReLU.
 TEST(NnSequential, ReluThenMaxPoolRunsAsPoolThenRelu) {
   struct Pool {
     Size2 kernel, stride, padding, dilation;
-    bool ceil;
+    bool ceil, swapped;
   };
-  const Pool pools[] = {{2, 2, 0, 1, false}, {3, 2, 1, 1, false}, {3, 1, 1, 2, false}, {2, 2, 0, 1, true}};
+  const Pool pools[] = {{2, 2, 0, 1, false, true}, {3, 2, 1, 1, false, true},  {3, 1, 0, 2, false, true},
+                        {2, 2, 0, 1, true, true},  {3, 1, 1, 2, false, false}, {3, 1, {0, 1}, {1, 2}, false, false}};
   for (DType dtype : {DType::Float32, DType::Float64}) {
     for (const Pool& p : pools) {
       auto seq = std::make_shared<nn::Sequential>(
@@ -89,7 +94,7 @@ TEST(NnSequential, ReluThenMaxPoolRunsAsPoolThenRelu) {
       const Tensor x = base.to(dtype).set_requires_grad();
       const Tensor y = (*seq)(x);
       ASSERT_NE(y.grad_fn(), nullptr);
-      EXPECT_EQ(y.grad_fn()->name(), "ReluBackward");
+      EXPECT_EQ(y.grad_fn()->name(), p.swapped ? "ReluBackward" : "MaxPool2dBackward");
       const Tensor xc = base.to(dtype).set_requires_grad();
       const Tensor expect = max_pool2d(relu(xc), p.kernel, p.stride, p.padding, p.dilation, p.ceil);
       ASSERT_EQ(y.shape(), expect.shape());
@@ -101,6 +106,13 @@ TEST(NnSequential, ReluThenMaxPoolRunsAsPoolThenRelu) {
       EXPECT_GT(xc.grad().abs().sum().item<double>(), 0.0);
     }
   }
+  // A window of padding alone: -inf from the pool, which the ReLU after it would make 0.
+  auto empty_window =
+      std::make_shared<nn::Sequential>(std::make_shared<nn::ReLU>(), std::make_shared<nn::MaxPool2d>(2, 2, 1, 2));
+  const Tensor one = full({1, 1, 1, 1}, 3.0);
+  EXPECT_TRUE(equal((*empty_window)(one), max_pool2d(relu(one), 2, 2, 1, 2)));
+  EXPECT_EQ((*empty_window)(one).item<float>(), -std::numeric_limits<float>::infinity());
+
   struct Leakyish : nn::ReLU {
     Tensor forward(const Tensor& input) override { return nn::ReLU::forward(input) - 1.0; }
   };

@@ -406,9 +406,8 @@ void sum_weight_gradient(const ConvArgs& a, const S* x, const S* gy, int64_t b0,
 }
 
 // The weight gradient into dw: the images in chunks (parallel_for's static
-// split, but at most one chunk per thread, as each chunk's partial has to
-// be added in afterwards; one a thread when there are at least as many
-// images), each
+// split, but at most one chunk a thread, as each chunk's partial is added in
+// afterwards; one a thread when there are at least as many images), each
 // chunk summing its images into a partial of its own (the first chunk into
 // dw itself) on the pool; then the partials added into dw in chunk order,
 // split over dw's elements. One scratch block holds the chunks' im2col
