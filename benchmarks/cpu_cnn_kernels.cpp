@@ -31,6 +31,7 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -49,13 +50,19 @@ constexpr int64_t kBatch = 64;
 
 constexpr int kWarmupCalls = 3;
 
+using Clock = std::chrono::steady_clock;
+
+double elapsed_us(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::micro>(b - a).count();
+}
+
 double min_us(int repeats, const std::function<void()>& call) {
   for (int i = 0; i < kWarmupCalls; ++i) call();
   double best = 1e300;
   for (int i = 0; i < repeats; ++i) {
-    const auto start = std::chrono::steady_clock::now();
+    const Clock::time_point start = Clock::now();
     call();
-    best = std::min(best, std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
+    best = std::min(best, elapsed_us(start, Clock::now()));
   }
   return best;
 }
@@ -147,6 +154,21 @@ void time_block(int64_t c_in, int64_t c_out, int64_t side, int repeats, std::vec
                   min_us(repeats, [&] { pool2d_backward_stub(DeviceType::CPU)(PoolOp::Max, pool); })});
 }
 
+// ember-train's CNN with its Adam, one random batch and its labels.
+struct CnnStep {
+  std::shared_ptr<nn::Sequential> cnn;
+  std::unique_ptr<optim::Adam> adam;
+  Tensor images, labels;
+
+  CnnStep() {
+    manual_seed(0);
+    cnn = train::make_cnn(0.25);
+    adam = std::make_unique<optim::Adam>(cnn->parameters(), optim::AdamOptions{.lr = 1e-3});
+    images = randn({kBatch, 1, train::kImageSide, train::kImageSide});
+    labels = randint(0, train::kClasses, {kBatch});
+  }
+};
+
 // The training step of the CNN (zero_grad, forward, cross-entropy,
 // backward, Adam) on one random batch, layer by layer: each member of the
 // Sequential called on its own (so without Sequential's fusions of
@@ -155,54 +177,46 @@ void time_block(int64_t c_in, int64_t c_out, int64_t side, int repeats, std::vec
 // gradient of its input (the end of backward for the first layer). Each
 // entry is its minimum over the repeats.
 void time_step_by_layer(int repeats) {
-  using Clock = std::chrono::steady_clock;
-  manual_seed(0);
-  std::shared_ptr<nn::Sequential> cnn = train::make_cnn(0.25);
-  optim::Adam adam(cnn->parameters(), {.lr = 1e-3});
-  Tensor images = randn({kBatch, 1, train::kImageSide, train::kImageSide});
-  Tensor labels = randint(0, train::kClasses, {kBatch});
-  const size_t layers = cnn->size();
+  CnnStep s;
+  const size_t layers = s.cnn->size();
   std::vector<double> forward_us(layers, 1e300), backward_us(layers, 1e300);
   double loss_forward_us = 1e300, loss_backward_us = 1e300, adam_us = 1e300, step_us = 1e300;
-  const auto us = [](Clock::time_point a, Clock::time_point b) {
-    return std::chrono::duration<double, std::micro>(b - a).count();
-  };
   for (int i = 0; i < kWarmupCalls + repeats; ++i) {
     // forward_at[l]: layer l's forward starts; grad_at[l]: the gradient of layer l's output arrives.
     std::vector<Clock::time_point> forward_at(layers + 1), grad_at(layers);
     const Clock::time_point start = Clock::now();
-    adam.zero_grad();
-    Tensor x = images;
+    s.adam->zero_grad();
+    Tensor x = s.images;
     forward_at[0] = Clock::now();
     for (size_t l = 0; l < layers; ++l) {
-      x = (*cnn)[int64_t(l)]->forward(x);
+      x = (*s.cnn)[int64_t(l)]->forward(x);
       forward_at[l + 1] = Clock::now();
       x.register_hook([&grad_at, l](const Tensor&) {
         grad_at[l] = Clock::now();
         return Tensor();
       });
     }
-    Tensor loss = nn::functional::cross_entropy(x, labels);
+    Tensor loss = nn::functional::cross_entropy(x, s.labels);
     const Clock::time_point backward_at = Clock::now();
     loss.backward();
     const Clock::time_point adam_at = Clock::now();
-    adam.step();
+    s.adam->step();
     const Clock::time_point end = Clock::now();
     if (i < kWarmupCalls) continue;
     for (size_t l = 0; l < layers; ++l) {
-      forward_us[l] = std::min(forward_us[l], us(forward_at[l], forward_at[l + 1]));
-      backward_us[l] = std::min(backward_us[l], us(grad_at[l], l == 0 ? adam_at : grad_at[l - 1]));
+      forward_us[l] = std::min(forward_us[l], elapsed_us(forward_at[l], forward_at[l + 1]));
+      backward_us[l] = std::min(backward_us[l], elapsed_us(grad_at[l], l == 0 ? adam_at : grad_at[l - 1]));
     }
-    loss_forward_us = std::min(loss_forward_us, us(forward_at[layers], backward_at));
-    loss_backward_us = std::min(loss_backward_us, us(backward_at, grad_at[layers - 1]));
-    adam_us = std::min(adam_us, us(adam_at, end));
-    step_us = std::min(step_us, us(start, end));
+    loss_forward_us = std::min(loss_forward_us, elapsed_us(forward_at[layers], backward_at));
+    loss_backward_us = std::min(loss_backward_us, elapsed_us(backward_at, grad_at[layers - 1]));
+    adam_us = std::min(adam_us, elapsed_us(adam_at, end));
+    step_us = std::min(step_us, elapsed_us(start, end));
   }
   std::printf("\nThe training step layer by layer, each member called on its own (us, minimum of %d steps):\n\n",
               repeats);
   std::printf("| layer | forward | backward |\n|---|---:|---:|\n");
   for (size_t l = 0; l < layers; ++l) {
-    std::printf("| %zu %s | %.0f | %.0f |\n", l, (*cnn)[int64_t(l)]->name().c_str(), forward_us[l], backward_us[l]);
+    std::printf("| %zu %s | %.0f | %.0f |\n", l, (*s.cnn)[int64_t(l)]->name().c_str(), forward_us[l], backward_us[l]);
   }
   std::printf("| cross-entropy | %.0f | %.0f |\n| Adam | | %.0f |\n| step | | %.0f |\n", loss_forward_us,
               loss_backward_us, adam_us, step_us);
@@ -212,27 +226,22 @@ void time_step_by_layer(int repeats) {
 // phase the minimum over the repeats of its own time, against `kernels_us`,
 // the kernels' total above.
 void time_step(int repeats, double kernels_us) {
-  manual_seed(0);
-  std::shared_ptr<nn::Sequential> cnn = train::make_cnn(0.25);
-  optim::Adam cnn_adam(cnn->parameters(), {.lr = 1e-3});
-  Tensor images = randn({kBatch, 1, train::kImageSide, train::kImageSide});
-  Tensor labels = randint(0, train::kClasses, {kBatch});
+  CnnStep s;
   double forward_us = 1e300, backward_us = 1e300, adam_us = 1e300, step_us = 1e300;
-  const auto us = [](auto a, auto b) { return std::chrono::duration<double, std::micro>(b - a).count(); };
   for (int i = 0; i < kWarmupCalls + repeats; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    cnn_adam.zero_grad();
-    Tensor loss = nn::functional::cross_entropy((*cnn)(images), labels);
-    const auto t1 = std::chrono::steady_clock::now();
+    const Clock::time_point t0 = Clock::now();
+    s.adam->zero_grad();
+    Tensor loss = nn::functional::cross_entropy((*s.cnn)(s.images), s.labels);
+    const Clock::time_point t1 = Clock::now();
     loss.backward();
-    const auto t2 = std::chrono::steady_clock::now();
-    cnn_adam.step();
-    const auto t3 = std::chrono::steady_clock::now();
+    const Clock::time_point t2 = Clock::now();
+    s.adam->step();
+    const Clock::time_point t3 = Clock::now();
     if (i < kWarmupCalls) continue;
-    forward_us = std::min(forward_us, us(t0, t1));
-    backward_us = std::min(backward_us, us(t1, t2));
-    adam_us = std::min(adam_us, us(t2, t3));
-    step_us = std::min(step_us, us(t0, t3));
+    forward_us = std::min(forward_us, elapsed_us(t0, t1));
+    backward_us = std::min(backward_us, elapsed_us(t1, t2));
+    adam_us = std::min(adam_us, elapsed_us(t2, t3));
+    step_us = std::min(step_us, elapsed_us(t0, t3));
   }
   std::printf(
       "\nwhole training step (forward, cross-entropy, backward, Adam): %.0f us (forward %.0f, backward %.0f, Adam "

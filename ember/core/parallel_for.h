@@ -68,11 +68,12 @@ void run_chunks(int64_t n_chunks, const std::function<void(int64_t)>& chunk);
 inline constexpr int64_t kChunksPerThread = 4;
 
 // How many chunks parallel_for / parallel_reduce cut [0, n) into (1: the
-// calling thread runs it all).
-inline int64_t parallel_chunk_count(int64_t n, int64_t grain) {
+// calling thread runs it all). A caller whose chunks each cost a partial to
+// combine afterwards may ask for fewer chunks a thread.
+inline int64_t parallel_chunk_count(int64_t n, int64_t grain, int64_t chunks_per_thread = kChunksPerThread) {
   const int threads = get_num_threads();
   if (threads <= 1 || n <= std::max<int64_t>(grain, 1)) return 1;
-  return std::min<int64_t>(threads * kChunksPerThread, (n + grain - 1) / std::max<int64_t>(grain, 1));
+  return std::min<int64_t>(threads * chunks_per_thread, (n + grain - 1) / std::max<int64_t>(grain, 1));
 }
 
 // The start of chunk c of k over [begin, begin + n): near-equal sizes.

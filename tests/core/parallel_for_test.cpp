@@ -182,6 +182,7 @@ TEST(SetNumThreads, ChangesTheCountAndRejectsNonPositive) {
   ThreadCount threads(5);
   EXPECT_EQ(get_num_threads(), 5);
   EXPECT_EQ(parallel_chunk_count(1000, 1), 5 * kChunksPerThread);
+  EXPECT_EQ(parallel_chunk_count(1000, 1, /*chunks_per_thread=*/1), 5);
   set_num_threads(2);
   EXPECT_EQ(parallel_chunk_count(1000, 1), 2 * kChunksPerThread);
   EXPECT_TRUE(throws_with([] { set_num_threads(0); }, {"set_num_threads", "positive", "got 0"}));

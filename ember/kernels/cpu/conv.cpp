@@ -418,11 +418,10 @@ void weight_gradient(const ConvArgs& a, const S* x, const S* gy, S* dw) {
   const int64_t w_size = weight_dims(a).numel();
   const int64_t col_size = is_pointwise(a) ? 0 : a.groups * d.k * d.ohw;
   const int64_t per_image = w_size * d.ohw;
-  const int64_t chunks =
-      a.n >= get_num_threads() && !in_parallel_region()
-          ? std::min<int64_t>(get_num_threads(),
-                              parallel_chunk_count(a.n, kCpuGrain * 8 / std::max<int64_t>(per_image, 1) + 1))
-          : 1;
+  const int64_t chunks = a.n >= get_num_threads() && !in_parallel_region()
+                             ? parallel_chunk_count(a.n, kCpuGrain * 8 / std::max<int64_t>(per_image, 1) + 1,
+                                                    /*chunks_per_thread=*/1)
+                             : 1;
   Scratch<S> scratch(size_t(chunks * col_size + (chunks - 1) * w_size));
   S* const partials = scratch.get() + chunks * col_size;  // chunk c >= 1 at (c - 1) * w_size
   auto partial = [&](int64_t c) { return c == 0 ? dw : partials + (c - 1) * w_size; };
