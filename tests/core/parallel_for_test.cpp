@@ -1,5 +1,6 @@
 // The CPU thread pool (ember/core/parallel_for.h): the static split, the caller's
-// part, exceptions carried back, nesting, concurrent callers, the
+// part, exceptions carried back, nesting, concurrent callers, regions back
+// to back and after the workers sleep, the
 // fixed-order combine of parallel_reduce, and set_num_threads.
 #include "ember/core/parallel_for.h"
 
@@ -7,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <set>
 #include <stdexcept>
@@ -176,6 +178,24 @@ TEST(ParallelFor, ConcurrentCallersEachGetTheirWholeRange) {
   }
   for (std::thread& c : callers) c.join();
   for (double r : results) EXPECT_EQ(r, results[0]);
+}
+
+// Regions back to back and after pauses long enough for the workers to
+// sleep, each with its own chunk function and counters that die when it
+// returns: every chunk runs exactly once, and no worker is still inside a
+// region its caller has left (the sanitized suite would see a worker read
+// the destroyed counters; ThreadSanitizer, scripts/tsan.sh, a race).
+TEST(ParallelFor, BackToBackAndWokenRegionsRunEveryChunkOnce) {
+  ThreadCount threads(4);
+  for (int region = 0; region < 3000; ++region) {
+    if (region % 100 == 99) std::this_thread::sleep_for(std::chrono::microseconds(300));
+    const int64_t n = 2 + region % 15;
+    std::vector<std::atomic<int>> runs(static_cast<size_t>(n));
+    parallel_for(0, n, 1, [&runs](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) ++runs[size_t(i)];
+    });
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(runs[size_t(i)].load(), 1) << "region " << region << ", index " << i;
+  }
 }
 
 TEST(SetNumThreads, ChangesTheCountAndRejectsNonPositive) {
