@@ -74,15 +74,19 @@ int main(int argc, char** argv) {
   const int64_t empty_chunks = int64_t(threads) * kChunksPerThread;
   std::printf("ember thread pool at %d threads (EMBER_NUM_THREADS), %d regions a row\n\n", threads, repeats);
   std::printf("| region | median us | 90th percentile us |\n|---|---:|---:|\n");
-  auto row = [](const std::string& what, Spread s) { std::printf("| %s | %.1f | %.1f |\n", what.c_str(), s.median, s.p90); };
+  auto row = [](const std::string& what, Spread s) {
+    std::printf("| %s | %.1f | %.1f |\n", what.c_str(), s.median, s.p90);
+  };
   auto empty_region = [&] { parallel_for(0, empty_chunks, 1, [](int64_t, int64_t) {}); };
 
   const std::string empty = std::to_string(empty_chunks) + " empty chunks";
-  row(empty + ", back to back", time_regions(repeats, [] {}, empty_region));
+  row(empty + ", back to back", time_regions(
+                                    repeats, [] {}, empty_region));
   for (double gap : {20.0, 100.0, 1000.0}) {
     const int regions = gap >= 1000 ? std::max(10, repeats / 10) : repeats;
     row(empty + " after " + std::to_string(int(gap)) + " us alone",
-        time_regions(regions, [gap] { work_alone(gap); }, empty_region));
+        time_regions(
+            regions, [gap] { work_alone(gap); }, empty_region));
   }
 
   const int64_t n = int64_t(64) * 32 * 28 * 28;
@@ -91,8 +95,10 @@ int main(int argc, char** argv) {
   auto relu = [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) y[size_t(i)] = std::max(x[size_t(i)], 0.0f);
   };
-  const Spread pooled = time_regions(repeats, [] {}, [&] { parallel_for(0, n, kCpuGrain, relu); });
-  const Spread alone = time_regions(std::max(10, repeats / 10), [] {}, [&] { relu(0, n); });
+  const Spread pooled = time_regions(
+      repeats, [] {}, [&] { parallel_for(0, n, kCpuGrain, relu); });
+  const Spread alone = time_regions(
+      std::max(10, repeats / 10), [] {}, [&] { relu(0, n); });
   const int64_t relu_chunks = parallel_chunk_count(n, kCpuGrain);
   row("ReLU over 64x32x28x28 floats, " + std::to_string(relu_chunks) + " chunks", pooled);
   row("the same on the calling thread alone", alone);

@@ -1,12 +1,13 @@
 // CPU kernels of the fused optimizer steps, multi-tensor norm and scale
 // (contract in ember/core/ops/optimizer_kernels.h): plain loops over each tensor, with
 // the formulas of ember/kernels/optim_math.h. The element loops of the steps and
-// of scale split over threads (ember/core/parallel_for.h); each element's update
-// is the same as on one thread. The norm's partials are per kOptimChunk and
-// stay on one thread, so their order is fixed.
+// of scale split over threads (ember/core/parallel_for.h), all of a step's
+// tensors in one region; each element's update is the same as on one thread. The norm's partials are per kOptimChunk
+// and stay on one thread, so their order is fixed.
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "ember/core/ops/optimizer_kernels.h"
 #include "ember/core/parallel_for.h"
@@ -33,16 +34,37 @@ A grad_factor(const FusedStepArgs& a) {
   return a.inv_scale != nullptr ? A(*a.inv_scale) : A(1);
 }
 
-// The step's low-precision copy of a float32 param, after its update.
-void write_low_copy(const FusedStepArgs& a, const FusedTensor& f) {
+// Elements [begin, end) of the step's low-precision copy of a float32
+// param, after their update.
+void write_low_copy(const FusedStepArgs& a, const FusedTensor& f, int64_t begin, int64_t end) {
   if (f.low_copy == nullptr) return;
   const float* p = static_cast<const float*>(f.param);
   auto write = [&]<typename C>() {
     C* out = static_cast<C*>(f.low_copy);
-    for (int64_t i = 0; i < f.numel; ++i) out[i] = C(p[i]);
+    for (int64_t i = begin; i < end; ++i) out[i] = C(p[i]);
   };
   if (a.low_dtype == DType::Float16) write.template operator()<Half>();
   else write.template operator()<BFloat16>();
+}
+
+// Calls range(t, begin, end) on elements [begin, end) of tensor t, for
+// every element of every tensor, in one parallel region: the tensors'
+// elements laid end to end and cut as parallel_for cuts one range. So a
+// step wakes the threads once, not once a tensor, and its small tensors
+// (biases) share chunks instead of each running alone. Each element's
+// update is the same whatever the cut.
+template <typename Range>
+void for_each_element_range(const FusedStepArgs& a, int64_t grain, Range&& range) {
+  std::vector<int64_t> starts(size_t(a.count) + 1, 0);
+  for (int64_t t = 0; t < a.count; ++t) starts[size_t(t) + 1] = starts[size_t(t)] + a.tensors[t].numel;
+  parallel_for(0, starts.back(), grain, [&](int64_t begin, int64_t end) {
+    // The last tensor starting at or before `begin`, then each one overlapping [begin, end).
+    int64_t t = std::upper_bound(starts.begin(), starts.end(), begin) - starts.begin() - 1;
+    for (; t < a.count && starts[size_t(t)] < end; ++t) {
+      const int64_t lo = std::max(begin, starts[size_t(t)]), hi = std::min(end, starts[size_t(t) + 1]);
+      if (lo < hi) range(t, lo - starts[size_t(t)], hi - starts[size_t(t)]);
+    }
+  });
 }
 
 template <typename T>
@@ -51,22 +73,22 @@ void sgd_typed(const FusedStepArgs& a, const SGDHyper& h) {
   if (skip_step(a)) return;
   const A factor = grad_factor<A>(a);
   const auto c = optim_math::sgd_scalars<A>(h);
-  for (int64_t t = 0; t < a.count; ++t) {
+  for_each_element_range(a, kStepGrain, [&](int64_t t, int64_t begin, int64_t end) {
     const FusedTensor& f = a.tensors[t];
     T* p = static_cast<T*>(f.param);
     const T* g = static_cast<const T*>(f.grad);
     A* buf = static_cast<A*>(f.state[0]);
     const bool first = f.step != nullptr && *f.step == 0;
-    parallel_for(0, f.numel, kStepGrain, [&](int64_t begin, int64_t end) {
-      A unused = 0;
-      for (int64_t i = begin; i < end; ++i) {
-        A pv = A(acc_t<T>(p[i]));
-        optim_math::sgd_element<A>(c, pv, A(acc_t<T>(g[i])) * factor, buf ? buf[i] : unused, first);
-        p[i] = T(pv);
-      }
-    });
-    write_low_copy(a, f);
-    if (f.step != nullptr) ++*f.step;
+    A unused = 0;
+    for (int64_t i = begin; i < end; ++i) {
+      A pv = A(acc_t<T>(p[i]));
+      optim_math::sgd_element<A>(c, pv, A(acc_t<T>(g[i])) * factor, buf ? buf[i] : unused, first);
+      p[i] = T(pv);
+    }
+    write_low_copy(a, f, begin, end);
+  });
+  for (int64_t t = 0; t < a.count; ++t) {
+    if (a.tensors[t].step != nullptr) ++*a.tensors[t].step;
   }
 }
 
@@ -93,33 +115,33 @@ void adam_typed(const FusedStepArgs& a, const AdamHyper& h) {
   using A = acc_t<T>;
   if (skip_step(a)) return;
   const A factor = grad_factor<A>(a);
-  for (int64_t t = 0; t < a.count; ++t) {
+  std::vector<optim_math::AdamScalars<A>> scalars;
+  for (int64_t t = 0; t < a.count; ++t) scalars.push_back(optim_math::adam_scalars<A>(h, *a.tensors[t].step + 1));
+  for_each_element_range(a, kStepGrain, [&](int64_t t, int64_t begin, int64_t end) {
     const FusedTensor& f = a.tensors[t];
-    const auto c = optim_math::adam_scalars<A>(h, *f.step + 1);
+    const optim_math::AdamScalars<A>& c = scalars[size_t(t)];
     T* p = static_cast<T*>(f.param);
     const T* g = static_cast<const T*>(f.grad);
     A* m = static_cast<A*>(f.state[0]);
     A* v = static_cast<A*>(f.state[1]);
     A* vmax = static_cast<A*>(f.state[2]);
-    parallel_for(0, f.numel, kStepGrain, [&](int64_t begin, int64_t end) {
-      auto run = [&]<bool WeightDecay, bool Decoupled, bool Amsgrad>() {
-        adam_range<WeightDecay, Decoupled, Amsgrad>(c, factor, p, g, m, v, vmax, begin, end);
-      };
-      const bool amsgrad = c.amsgrad && vmax != nullptr;
-      if (!c.use_weight_decay) {
-        if (amsgrad) run.template operator()<false, false, true>();
-        else run.template operator()<false, false, false>();
-      } else if (c.decoupled) {
-        if (amsgrad) run.template operator()<true, true, true>();
-        else run.template operator()<true, true, false>();
-      } else {
-        if (amsgrad) run.template operator()<true, false, true>();
-        else run.template operator()<true, false, false>();
-      }
-    });
-    write_low_copy(a, f);
-    ++*f.step;
-  }
+    auto run = [&]<bool WeightDecay, bool Decoupled, bool Amsgrad>() {
+      adam_range<WeightDecay, Decoupled, Amsgrad>(c, factor, p, g, m, v, vmax, begin, end);
+    };
+    const bool amsgrad = c.amsgrad && vmax != nullptr;
+    if (!c.use_weight_decay) {
+      if (amsgrad) run.template operator()<false, false, true>();
+      else run.template operator()<false, false, false>();
+    } else if (c.decoupled) {
+      if (amsgrad) run.template operator()<true, true, true>();
+      else run.template operator()<true, true, false>();
+    } else {
+      if (amsgrad) run.template operator()<true, false, true>();
+      else run.template operator()<true, false, false>();
+    }
+    write_low_copy(a, f, begin, end);
+  });
+  for (int64_t t = 0; t < a.count; ++t) ++*a.tensors[t].step;
 }
 
 void sgd_step(const FusedStepArgs& a, const SGDHyper& h) {
