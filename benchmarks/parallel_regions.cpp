@@ -3,11 +3,13 @@
 // markdown table.
 //
 // Rows:
-// - empty chunks, back to back: parallel_for over threads x
-//   kChunksPerThread chunks that do nothing, one region right after the
-//   other: the pool's floor (publish, wake the spinning workers, claim,
-//   count out).
-// - empty chunks after the caller works alone for G us (G = 20, 100, 1000):
+// - short chunks, back to back: parallel_for over threads x
+//   kChunksPerThread chunks of 2 us of work each (so the caller cannot run
+//   them all before the workers join), one region right after the other:
+//   the region's time above its ideal 2 us x kChunksPerThread is the pool's
+//   cost (publish, wake the spinning workers, claim, count out, and the
+//   wait for the last chunk).
+// - short chunks after the caller works alone for G us (G = 20, 100, 1000):
 //   a training step's single-threaded stretches (autograd, small ops)
 //   between its kernels; past the workers' spin they sleep and must be
 //   woken. Only the region is timed.
@@ -71,22 +73,24 @@ int main(int argc, char** argv) {
   const int repeats = int(flags.count("--repeats", 2000, 1000000));
   flags.finish();
   const int threads = get_num_threads();
-  const int64_t empty_chunks = int64_t(threads) * kChunksPerThread;
+  const int64_t chunks = int64_t(threads) * kChunksPerThread;
   std::printf("ember thread pool at %d threads (EMBER_NUM_THREADS), %d regions a row\n\n", threads, repeats);
   std::printf("| region | median us | 90th percentile us |\n|---|---:|---:|\n");
   auto row = [](const std::string& what, Spread s) {
     std::printf("| %s | %.1f | %.1f |\n", what.c_str(), s.median, s.p90);
   };
-  auto empty_region = [&] { parallel_for(0, empty_chunks, 1, [](int64_t, int64_t) {}); };
+  constexpr double kChunkUs = 2;
+  auto short_region = [&] { parallel_for(0, chunks, 1, [](int64_t, int64_t) { work_alone(kChunkUs); }); };
 
-  const std::string empty = std::to_string(empty_chunks) + " empty chunks";
-  row(empty + ", back to back", time_regions(
-                                    repeats, [] {}, empty_region));
+  const std::string short_chunks = std::to_string(chunks) + " chunks of 2 us (ideal " +
+                                   std::to_string(int(kChunkUs * double(chunks) / threads)) + " us)";
+  row(short_chunks + ", back to back", time_regions(
+                                           repeats, [] {}, short_region));
   for (double gap : {20.0, 100.0, 1000.0}) {
     const int regions = gap >= 1000 ? std::max(10, repeats / 10) : repeats;
-    row(empty + " after " + std::to_string(int(gap)) + " us alone",
+    row(short_chunks + " after " + std::to_string(int(gap)) + " us alone",
         time_regions(
-            regions, [gap] { work_alone(gap); }, empty_region));
+            regions, [gap] { work_alone(gap); }, short_region));
   }
 
   const int64_t n = int64_t(64) * 32 * 28 * 28;

@@ -27,7 +27,6 @@
 
 #include <algorithm>
 #include <utility>
-#include <vector>
 
 #include "ember/core/ops/gemm_kernels.h"
 #include "ember/core/parallel_for.h"
@@ -125,77 +124,23 @@ std::pair<BlockCut, BlockCut> gemm_grid(int64_t m, int64_t n, int64_t max_blocks
   return {best_rows, best_cols};
 }
 
-// A product whose C is too small for kSlabRectangles rectangles of the
-// smallest blocks, and whose k spans at least two slabs, is also cut along k
-// into slabs of kSlabK (the last one taking the remainder): the CNN's first
-// Linear, 64 x 128 over k = 3136, has room for 8 rectangles and would leave
-// half of 16 threads idle. The cut depends on the shape alone, never on the
-// thread count, so the sums stay the same at every count.
-constexpr int64_t kSlabK = 512;
-constexpr int64_t kSlabRectangles = 16;
-
-template <typename T>
-int64_t k_slabs(const GemmArgs& g) {
-  const int64_t most_rectangles =
-      std::max<int64_t>(g.m / gemm_block<T>(true), 1) * std::max<int64_t>(g.n / gemm_block<T>(false), 1);
-  if (most_rectangles >= kSlabRectangles || g.k < 2 * kSlabK) return 1;
-  return g.k / kSlabK;
-}
-
-// One product, C = alpha op(A) op(B) + beta C, on a grid of at most
-// max_blocks rectangles a slab. Over several slabs, slab 0 writes C as
-// above, each later slab s its own alpha op(A)_s op(B)_s into a buffer, and
-// then every element of C adds the buffers in slab order.
-template <typename T>
-void gemm_product(const GemmArgs& g, const T* a, const T* b, T* c, int64_t max_blocks) {
-  const int64_t slabs = k_slabs<T>(g);
-  // The k range of slab s, and op(A)'s columns and op(B)'s rows over it.
-  auto slab_args = [&](int64_t s, std::vector<T>& partials) {
-    GemmArgs sub = g;
-    const int64_t k0 = s * kSlabK, k1 = s + 1 == slabs ? g.k : k0 + kSlabK;
-    sub.k = k1 - k0;
-    sub.a = a + (g.trans_a ? k0 * g.lda : k0);
-    sub.b = b + (g.trans_b ? k0 : k0 * g.ldb);
-    sub.c = c;
-    if (s > 0) {
-      sub.c = partials.data() + (s - 1) * g.m * g.n;
-      sub.ldc = g.n;
-      sub.beta = 0;
-    }
-    return sub;
-  };
-  std::vector<T> partials(size_t((slabs - 1) * g.m * g.n));
-  // Not a structured binding: the lambda below captures them (clang < 16).
-  const std::pair<BlockCut, BlockCut> grid = gemm_grid<T>(g.m, g.n, std::max<int64_t>(max_blocks / slabs, 1));
-  const BlockCut& rows = grid.first;
-  const BlockCut& cols = grid.second;
-  const int64_t blocks = rows.blocks * cols.blocks;
-  parallel_for(0, slabs * blocks, 1, [&](int64_t p0, int64_t p1) {
-    for (int64_t piece = p0; piece < p1; ++piece) {
-      const GemmArgs sub = slab_args(piece / blocks, partials);
-      const int64_t block = piece % blocks, r = block / cols.blocks, col = block % cols.blocks;
-      gemm_rows_cols(sub, static_cast<const T*>(sub.a), static_cast<const T*>(sub.b), static_cast<T*>(sub.c),
-                     rows.start(r), rows.start(r + 1), cols.start(col), cols.start(col + 1));
-    }
-  });
-  if (slabs == 1) return;
-  parallel_for(0, g.m, kCpuGrain / std::max<int64_t>(g.n * (slabs - 1), 1) + 1, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      for (int64_t s = 1; s < slabs; ++s) {
-        const T* part = partials.data() + ((s - 1) * g.m + r) * g.n;
-        T* row = c + r * g.ldc;
-        for (int64_t j = 0; j < g.n; ++j) row[j] += part[j];
-      }
-    }
-  });
-}
-
 template <typename T>
 void gemm_eigen(const GemmArgs& g) {
   const int64_t macs = g.m * g.n * g.k;
   auto product = [&](int64_t i, int64_t max_blocks) {
-    gemm_product<T>(g, static_cast<const T*>(g.a) + i * g.stride_a, static_cast<const T*>(g.b) + i * g.stride_b,
-                    static_cast<T*>(g.c) + i * g.stride_c, max_blocks);
+    const T* a = static_cast<const T*>(g.a) + i * g.stride_a;
+    const T* b = static_cast<const T*>(g.b) + i * g.stride_b;
+    T* c = static_cast<T*>(g.c) + i * g.stride_c;
+    // Not a structured binding: the lambda below captures them (clang < 16).
+    const std::pair<BlockCut, BlockCut> grid = gemm_grid<T>(g.m, g.n, max_blocks);
+    const BlockCut& rows = grid.first;
+    const BlockCut& cols = grid.second;
+    parallel_for(0, rows.blocks * cols.blocks, 1, [&](int64_t b0, int64_t b1) {
+      for (int64_t block = b0; block < b1; ++block) {
+        const int64_t r = block / cols.blocks, col = block % cols.blocks;
+        gemm_rows_cols(g, a, b, c, rows.start(r), rows.start(r + 1), cols.start(col), cols.start(col + 1));
+      }
+    });
   };
   const int64_t threads = in_parallel_region() ? 1 : get_num_threads();
   if (g.batch >= threads) {

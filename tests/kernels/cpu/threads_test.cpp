@@ -124,8 +124,7 @@ TEST(CpuThreads, MatmulLinearAndTheirGradients) {
 
 // A product cut into rectangles of rows and columns of C, one per thread
 // (64 x 3136 x 128, the CNN's first Linear, is two 32 x 128 halves at 2
-// threads; a 32 x 256 C is 2 x 2 blocks at 4; a C too small for 16
-// rectangles, over a long k, is also cut into slabs of k): at 1 to 4 threads each
+// threads; a 32 x 256 C is 2 x 2 blocks at 4): at 1 to 4 threads each
 // element within k * 2^-24 * (|A| |B|) of the float64 product (the float32
 // rounding bound), the same as 1 thread's and the same run to run. Plain,
 // transposed, batched and tiny shapes.
@@ -142,8 +141,8 @@ TEST(CpuThreads, GemmBlocksOfRowsAndColumnsMatchFloat64) {
       {tall.t(), wide.t()},                                     // both operands transposed
       {random({2, 96, 1500}, 45), random({2, 1500, 100}, 46)},  // batched (2 < 3 threads)
       {random({7, 1000}, 47), random({1000, 5}, 48)},
-      {random({9, 2600}, 51), random({2600, 11}, 52)},  // a small C: k cut into 5 slabs
-      {random({2, 1300, 7}, 53).transpose(1, 2), random({2, 3, 1300}, 54).transpose(1, 2)},  // 2 slabs, transposed
+      {random({9, 2600}, 51), random({2600, 11}, 52)},                                       // a small C over a long k
+      {random({2, 1300, 7}, 53).transpose(1, 2), random({2, 3, 1300}, 54).transpose(1, 2)},  // batched, transposed
       {random({1, 1}, 49), random({1, 1}, 50)},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
