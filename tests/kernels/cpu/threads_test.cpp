@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -190,6 +191,53 @@ TEST(CpuThreads, DropoutAdamAndSgdSteps) {
     }
     return std::vector<Tensor>{dropout(x, 0.3, true, &gen), w.detach(), u.detach()};
   });
+}
+
+// One fused step over several tensors runs them as one range cut into
+// chunks that cross tensor boundaries (an empty tensor and tiny ones
+// among them): each tensor's update must be the one an optimizer of that
+// tensor alone makes, at 1 and 3 threads, also when one tensor's step count
+// lags (it had no gradient at the second step).
+TEST(CpuThreads, FusedStepsOverManyTensorsMatchOneOptimizerPerTensor) {
+  const std::vector<Tensor> init = {random({400, 300}, 60), zeros({0}), random({7}, 61), random({1000, 33}, 62),
+                                    random({5}, 63)};
+  auto train = [&](bool one_optimizer, int kind) {
+    std::vector<Tensor> params;
+    for (const Tensor& t : init) params.push_back(t.clone().set_requires_grad());
+    std::vector<std::unique_ptr<optim::Optimizer>> opts;
+    auto make = [&](TensorList ps) -> std::unique_ptr<optim::Optimizer> {
+      if (kind == 0)
+        return std::make_unique<optim::Adam>(ps, optim::AdamOptions{.weight_decay = 0.01, .amsgrad = true});
+      if (kind == 1) return std::make_unique<optim::AdamW>(ps, optim::AdamWOptions{.lr = 0.01});
+      return std::make_unique<optim::SGD>(ps, optim::SGDOptions{.lr = 0.1, .momentum = 0.9, .nesterov = true});
+    };
+    if (one_optimizer) opts.push_back(make(params));
+    else
+      for (const Tensor& p : params) opts.push_back(make({p}));
+    for (int step = 0; step < 3; ++step) {
+      for (auto& o : opts) o->zero_grad();
+      Tensor loss = zeros({});
+      for (size_t i = 0; i < params.size(); ++i) {
+        if (step == 1 && i == 2) continue;  // no gradient: its state does not advance
+        loss = loss + sum(square(params[i])) * double(i + 1);
+      }
+      loss.backward();
+      for (auto& o : opts) o->step();
+    }
+    std::vector<Tensor> out;
+    for (const Tensor& p : params) out.push_back(p.detach());
+    return out;
+  };
+  for (int kind = 0; kind < 3; ++kind) {
+    for (int threads : {1, 3}) {
+      ThreadCount count(threads);
+      const std::vector<Tensor> fused = train(true, kind), apart = train(false, kind);
+      for (size_t i = 0; i < fused.size(); ++i) {
+        EXPECT_EQ(to_vector<double>(fused[i].to(DType::Float64)), to_vector<double>(apart[i].to(DType::Float64)))
+            << "optimizer " << kind << ", tensor " << i << ", " << threads << " threads";
+      }
+    }
+  }
 }
 
 TEST(CpuThreads, ConvBatchNormPoolSoftmaxLayerNormCrossEntropy) {
