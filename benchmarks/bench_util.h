@@ -19,6 +19,7 @@
 //   training step in float32 and in mixed precision alike; backward() and
 //   step() are its two halves.
 // - format(): printf into a std::string.
+// - elapsed_us(a, b): microseconds between two steady_clock (Clock) points.
 // - timing_description(): where and how time_steps() times, for a
 //   benchmark's header line.
 // - cells_or_error(): a table row's cells after its leading ones, or, when
@@ -56,6 +57,12 @@
 #endif
 
 namespace ember::bench {
+
+using Clock = std::chrono::steady_clock;
+
+inline double elapsed_us(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::micro>(b - a).count();
+}
 
 class Flags {
  public:

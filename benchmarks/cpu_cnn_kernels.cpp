@@ -50,11 +50,8 @@ constexpr int64_t kBatch = 64;
 
 constexpr int kWarmupCalls = 3;
 
-using Clock = std::chrono::steady_clock;
-
-double elapsed_us(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double, std::micro>(b - a).count();
-}
+using bench::Clock;
+using bench::elapsed_us;
 
 double min_us(int repeats, const std::function<void()>& call) {
   for (int i = 0; i < kWarmupCalls; ++i) call();

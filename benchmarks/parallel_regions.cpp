@@ -32,11 +32,8 @@
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double elapsed_us(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double, std::micro>(b - a).count();
-}
+using ember::bench::Clock;
+using ember::bench::elapsed_us;
 
 // Busy work on the calling thread for `us` microseconds.
 void work_alone(double us) {

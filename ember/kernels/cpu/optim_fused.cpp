@@ -1,9 +1,10 @@
 // CPU kernels of the fused optimizer steps, multi-tensor norm and scale
 // (contract in ember/core/ops/optimizer_kernels.h): plain loops over each tensor, with
 // the formulas of ember/kernels/optim_math.h. The element loops of the steps and
-// of scale split over threads (ember/core/parallel_for.h), all of a step's
-// tensors in one region; each element's update is the same as on one thread. The norm's partials are per kOptimChunk
-// and stay on one thread, so their order is fixed.
+// of scale split over threads (ember/core/parallel_for.h), all of a call's
+// tensors in one region; each element's update is the same as on one thread.
+// The norm's partials are per kOptimChunk and stay on one thread, so their
+// order is fixed.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -50,17 +51,17 @@ void write_low_copy(const FusedStepArgs& a, const FusedTensor& f, int64_t begin,
 // Calls range(t, begin, end) on elements [begin, end) of tensor t, for
 // every element of every tensor, in one parallel region: the tensors'
 // elements laid end to end and cut as parallel_for cuts one range. So a
-// step wakes the threads once, not once a tensor, and its small tensors
+// call wakes the threads once, not once a tensor, and its small tensors
 // (biases) share chunks instead of each running alone. Each element's
 // update is the same whatever the cut.
 template <typename Range>
-void for_each_element_range(const FusedStepArgs& a, int64_t grain, Range&& range) {
-  std::vector<int64_t> starts(size_t(a.count) + 1, 0);
-  for (int64_t t = 0; t < a.count; ++t) starts[size_t(t) + 1] = starts[size_t(t)] + a.tensors[t].numel;
+void for_each_element_range(const FusedTensor* tensors, int64_t count, int64_t grain, Range&& range) {
+  std::vector<int64_t> starts(size_t(count) + 1, 0);
+  for (int64_t t = 0; t < count; ++t) starts[size_t(t) + 1] = starts[size_t(t)] + tensors[t].numel;
   parallel_for(0, starts.back(), grain, [&](int64_t begin, int64_t end) {
     // The last tensor starting at or before `begin`, then each one overlapping [begin, end).
     int64_t t = std::upper_bound(starts.begin(), starts.end(), begin) - starts.begin() - 1;
-    for (; t < a.count && starts[size_t(t)] < end; ++t) {
+    for (; t < count && starts[size_t(t)] < end; ++t) {
       const int64_t lo = std::max(begin, starts[size_t(t)]), hi = std::min(end, starts[size_t(t) + 1]);
       if (lo < hi) range(t, lo - starts[size_t(t)], hi - starts[size_t(t)]);
     }
@@ -73,7 +74,7 @@ void sgd_typed(const FusedStepArgs& a, const SGDHyper& h) {
   if (skip_step(a)) return;
   const A factor = grad_factor<A>(a);
   const auto c = optim_math::sgd_scalars<A>(h);
-  for_each_element_range(a, kStepGrain, [&](int64_t t, int64_t begin, int64_t end) {
+  for_each_element_range(a.tensors, a.count, kStepGrain, [&](int64_t t, int64_t begin, int64_t end) {
     const FusedTensor& f = a.tensors[t];
     T* p = static_cast<T*>(f.param);
     const T* g = static_cast<const T*>(f.grad);
@@ -117,7 +118,7 @@ void adam_typed(const FusedStepArgs& a, const AdamHyper& h) {
   const A factor = grad_factor<A>(a);
   std::vector<optim_math::AdamScalars<A>> scalars;
   for (int64_t t = 0; t < a.count; ++t) scalars.push_back(optim_math::adam_scalars<A>(h, *a.tensors[t].step + 1));
-  for_each_element_range(a, kStepGrain, [&](int64_t t, int64_t begin, int64_t end) {
+  for_each_element_range(a.tensors, a.count, kStepGrain, [&](int64_t t, int64_t begin, int64_t end) {
     const FusedTensor& f = a.tensors[t];
     const optim_math::AdamScalars<A>& c = scalars[size_t(t)];
     T* p = static_cast<T*>(f.param);
@@ -183,12 +184,10 @@ void scale(const MultiTensorArgs& a, const void* scale_ptr) {
   EMBER_DISPATCH_FLOAT(a.dtype, "clip_grad_norm_", [&]<typename T>() {
     using A = acc_t<T>;
     const A s = *static_cast<const A*>(scale_ptr);
-    for (int64_t t = 0; t < a.count; ++t) {
+    for_each_element_range(a.tensors, a.count, kCpuGrain, [&](int64_t t, int64_t begin, int64_t end) {
       T* x = static_cast<T*>(a.tensors[t].param);
-      parallel_for(0, a.tensors[t].numel, kCpuGrain, [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) x[i] = T(A(acc_t<T>(x[i])) * s);
-      });
-    }
+      for (int64_t i = begin; i < end; ++i) x[i] = T(A(acc_t<T>(x[i])) * s);
+    });
   });
 }
 

@@ -240,6 +240,33 @@ TEST(CpuThreads, FusedStepsOverManyTensorsMatchOneOptimizerPerTensor) {
   }
 }
 
+// clip_grad_norm_ scales every gradient in one region too, cut across
+// tensor boundaries: each gradient is its old value times max_norm /
+// (total + 1e-6), and the same at 1 and 3 threads.
+TEST(CpuThreads, ClipGradNormScalesEveryTensorAcrossChunks) {
+  const std::vector<Tensor> grads = {random({400, 300}, 70), zeros({0}), random({7}, 71), random({1000, 33}, 72)};
+  expect_same_across_threads([&] {
+    std::vector<Tensor> params;
+    for (const Tensor& g : grads) {
+      params.push_back(zeros_like(g).set_requires_grad());
+      params.back().set_grad(g.clone());
+    }
+    const double total = optim::clip_grad_norm_(params, 1.0).item<float>();
+    const double coef = 1.0 / (total + 1e-6);
+    std::vector<Tensor> out;
+    for (size_t i = 0; i < params.size(); ++i) {
+      const std::vector<double> before = to_vector<double>(grads[i].to(DType::Float64));
+      const std::vector<double> after = to_vector<double>(params[i].grad().to(DType::Float64));
+      for (size_t e = 0; e < after.size(); ++e) {
+        EXPECT_NEAR(after[e], before[e] * coef, 1e-6 * std::abs(before[e] * coef))
+            << "tensor " << i << " element " << e;
+      }
+      out.push_back(params[i].grad());
+    }
+    return out;
+  });
+}
+
 TEST(CpuThreads, ConvBatchNormPoolSoftmaxLayerNormCrossEntropy) {
   const Tensor img = random({8, 3, 28, 28}, 15), kernel = random({16, 3, 3, 3}, 16), kb = random({16}, 17);
   const Tensor logits = random({512, 100}, 18);
