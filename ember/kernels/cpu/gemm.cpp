@@ -20,9 +20,10 @@
 // packs its rows of op(A) and columns of op(B), so square ones pack least).
 // Eigen computes a row-major C as C^T = op(B)^T op(A)^T, tiling C's columns
 // by its kernel's mr and its rows by nr, and its k blocking depends on k
-// alone; blocks that start on those tile boundaries (and are never small,
-// the last one taking the remainder) leave every element of C the same sum
-// over k, in the same order, as one thread computes, whatever the count.
+// alone; blocks that start on those tile boundaries (the last one taking
+// the part tile, alone or after whole tiles) leave every element of C the
+// same sum over k, in the same order, as one thread computes, whatever the
+// count.
 #include <Eigen/Core>
 
 #include <algorithm>
@@ -58,12 +59,18 @@ int64_t gemm_tile(bool by_rows) {
   return by_rows ? Traits::nr : Traits::mr;
 }
 
-// The smallest block of rows (or columns) of C: a multiple of the tile
-// along that dim, and at least 16.
+// The smallest block of rows (or columns) of C.
+constexpr int64_t kGemmMinBlock = 16;
+
+// The most blocks one dim of C (extent rows or columns, Eigen's tile along
+// it) is cut into: blocks of whole tiles of at least kGemmMinBlock, plus one
+// of the part tile at the end when that is itself at least kGemmMinBlock (a
+// 128-column C on AVX-512's 48-column tile is 48 + 48 + 32, not 48 + 80).
 template <typename T>
-int64_t gemm_block(bool by_rows) {
+int64_t gemm_most_blocks(int64_t extent, bool by_rows) {
   const int64_t tile = gemm_tile<T>(by_rows);
-  return (16 + tile - 1) / tile * tile;
+  const int64_t block = (kGemmMinBlock + tile - 1) / tile * tile;
+  return std::max<int64_t>(extent / block + (extent % tile >= kGemmMinBlock ? 1 : 0), 1);
 }
 
 // The cut of one dim of C (extent rows or columns) into `blocks` blocks
@@ -101,13 +108,12 @@ void gemm_rows_cols(const GemmArgs& g, const T* a, const T* b, T* c, int64_t r0,
 }
 
 // The grid of at most max_blocks rectangles over an m x n C (see the top
-// of the file): row and column cuts on Eigen's tiles, blocks never below
-// gemm_block.
+// of the file): row and column cuts on Eigen's tiles, at most
+// gemm_most_blocks along each dim.
 template <typename T>
 std::pair<BlockCut, BlockCut> gemm_grid(int64_t m, int64_t n, int64_t max_blocks) {
   const int64_t row_tile = gemm_tile<T>(true), col_tile = gemm_tile<T>(false);
-  const int64_t most_rows = std::max<int64_t>(m / gemm_block<T>(true), 1);
-  const int64_t most_cols = std::max<int64_t>(n / gemm_block<T>(false), 1);
+  const int64_t most_rows = gemm_most_blocks<T>(m, true), most_cols = gemm_most_blocks<T>(n, false);
   BlockCut best_rows{m, row_tile, 1}, best_cols{n, col_tile, 1};
   auto cost = [](const BlockCut& r, const BlockCut& c) {
     return std::pair(r.largest() * c.largest(), r.largest() + c.largest());
