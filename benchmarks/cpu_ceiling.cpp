@@ -17,7 +17,7 @@
 // - copy of 512 MiB: the same out of DRAM, in GB/s (bytes read + written).
 // Timing: the median of --repeats repeats (after two untimed ones).
 //
-//   cpu_ceiling [--threads 1,2,4,8,16] [--repeats N]
+//   cpu_ceiling [--threads 1,2,4,...] [--repeats N]   (default: 1, 2, 4, ... and the CPU count)
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -102,12 +102,23 @@ void copy_slice(const std::vector<float>& src, std::vector<float>& dst, int t, i
   std::memcpy(dst.data() + begin, src.data() + begin, (end - begin) * sizeof(float));
 }
 
+// 1, 2, 4, ... below the number of CPUs, then that number: the default
+// counts, none above the CPUs (a spin barrier over more threads than CPUs
+// measures the scheduler, not the machine).
+std::vector<int64_t> powers_of_two_and_cpus() {
+  const int64_t cpus = std::max<int64_t>(std::thread::hardware_concurrency(), 1);
+  std::vector<int64_t> counts;
+  for (int64_t n = 1; n < cpus; n *= 2) counts.push_back(n);
+  counts.push_back(cpus);
+  return counts;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace ember;
-  bench::Flags flags(argc, argv, "cpu_ceiling [--threads 1,2,4,8,16] [--repeats N]");
-  const std::vector<int64_t> counts = flags.counts("--threads", {1, 2, 4, 8, 16}, 4096);
+  bench::Flags flags(argc, argv, "cpu_ceiling [--threads 1,2,4,...] [--repeats N]");
+  const std::vector<int64_t> counts = flags.counts("--threads", powers_of_two_and_cpus(), 4096);
   const int repeats = int(flags.count("--repeats", 21, 1000000));
   flags.finish();
 
