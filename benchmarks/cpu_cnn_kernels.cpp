@@ -23,8 +23,9 @@
 // dropout row is the MLP's 64x256, not the CNN's 64x128).
 // Timing: the minimum over --repeats calls (after 3 warm-up calls) of the
 // call's wall time: the minimum, not the median, because on a shared
-// machine the other processes only ever add time. EMBER_NUM_THREADS sets
-// the threads.
+// machine the other processes only ever add time; the whole step's median
+// and mean follow, as an epoch pays the mean. EMBER_NUM_THREADS sets the
+// threads.
 //
 //   cpu_cnn_kernels [--repeats N]
 #include <algorithm>
@@ -221,10 +222,12 @@ void time_step_by_layer(int repeats) {
 
 // The whole training step through the Sequential (with its fusions), each
 // phase the minimum over the repeats of its own time, against `kernels_us`,
-// the kernels' total above.
+// the kernels' total above; then the steps' median and mean, which is what
+// an epoch pays: at many threads a step's time varies more than at one.
 void time_step(int repeats, double kernels_us) {
   CnnStep s;
   double forward_us = 1e300, backward_us = 1e300, adam_us = 1e300, step_us = 1e300;
+  std::vector<double> steps_us;
   for (int i = 0; i < kWarmupCalls + repeats; ++i) {
     const Clock::time_point t0 = Clock::now();
     s.adam->zero_grad();
@@ -239,11 +242,17 @@ void time_step(int repeats, double kernels_us) {
     backward_us = std::min(backward_us, elapsed_us(t1, t2));
     adam_us = std::min(adam_us, elapsed_us(t2, t3));
     step_us = std::min(step_us, elapsed_us(t0, t3));
+    steps_us.push_back(elapsed_us(t0, t3));
   }
+  std::sort(steps_us.begin(), steps_us.end());
+  double mean_us = 0;
+  for (double us : steps_us) mean_us += us / double(steps_us.size());
   std::printf(
       "\nwhole training step (forward, cross-entropy, backward, Adam): %.0f us (forward %.0f, backward %.0f, Adam "
-      "%.0f); beyond the kernels above: %.0f us\n",
-      step_us, forward_us, backward_us, adam_us, step_us - kernels_us);
+      "%.0f); beyond the kernels above: %.0f us\n"
+      "the same step's median %.0f us and mean %.0f us over %zu steps\n",
+      step_us, forward_us, backward_us, adam_us, step_us - kernels_us, steps_us[steps_us.size() / 2], mean_us,
+      steps_us.size());
 }
 
 }  // namespace

@@ -2,16 +2,19 @@
 //
 // The pool holds get_num_threads() - 1 workers, started on the first
 // parallel region and restarted when the count changes. A region publishes
-// its chunk function under the pool's mutex and bumps a generation number;
-// the caller and the woken workers claim chunks from one atomic counter.
-// Workers join and leave a region under the mutex, and the caller returns
-// only when no worker is inside it, so a late worker never sees a finished
-// region's function. Between regions a worker spins for up to kSpin on
-// the generation number before it sleeps, and the caller spins the same way
-// on the workers' leaving, so back-to-back regions (a training step's ops)
-// do not pay a futex wake-up each. The pool is leaked on purpose (workers blocked at exit
-// must not be joined by a static destructor), and a forked child starts a
-// fresh one, as the parent's workers do not exist there.
+// its chunk function and bumps a generation number; the caller and the
+// workers claim chunks from one atomic counter. Nothing on a region's path
+// takes a lock: a worker counts itself in and out with an atomic, and the
+// caller closes the region and returns only when no worker is counted in,
+// so a late worker never sees a finished region's function. (A mutex there
+// made the 15 workers of a 16-thread region queue for it, each waiting for
+// the one before it to be woken, when they joined and again when they left.)
+// Between regions a worker spins for up to kSpin on the generation number
+// before it sleeps on it (a futex), and the caller spins the same way on the
+// workers' leaving, so back-to-back regions (a training step's ops) do not
+// pay a wake-up each. The pool is leaked on purpose (workers blocked at
+// exit must not be joined by a static destructor), and a forked child
+// starts a fresh one, as the parent's workers do not exist there.
 #include "ember/core/parallel_for.h"
 
 #include <pthread.h>
@@ -19,7 +22,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdlib>
 #include <exception>
 #include <mutex>
@@ -91,27 +93,29 @@ class Pool {
     std::unique_lock<std::mutex> region(region_mutex_, std::try_to_lock);
     if (!region.owns_lock()) return false;
     resize(threads - 1);
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      chunk_ = &chunk;
-      n_chunks_ = n_chunks;
-      next_.store(0, std::memory_order_relaxed);
-      error_ = nullptr;
-      generation_.fetch_add(1, std::memory_order_release);
-    }
-    wake_.notify_all();
+    // No worker is inside a region here (the last caller saw inside_ at 0),
+    // so these plain fields are the caller's to write; open_'s store
+    // publishes them to the workers that load it.
+    chunk_ = &chunk;
+    n_chunks_ = n_chunks;
+    error_ = nullptr;
+    next_.store(0, std::memory_order_relaxed);
+    open_.store(true);
+    generation_.fetch_add(1);
+    generation_.notify_all();
     t_in_region = true;
     work(chunk, n_chunks);
     t_in_region = false;
-    std::exception_ptr error;
-    spin_until([&] { return inside_.load(std::memory_order_acquire) == 0; });
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      done_.wait(lock, [&] { return inside_.load(std::memory_order_relaxed) == 0; });
-      chunk_ = nullptr;
-      error = std::exchange(error_, nullptr);
+    // Close, then wait for the workers inside. A worker counts itself in
+    // before it loads open_ (both sequentially consistent), so either this
+    // thread sees its count and waits for it, or it sees the region closed
+    // and never touches chunk_.
+    open_.store(false);
+    if (!spin_until([&] { return inside_.load() == 0; })) {
+      for (int inside; (inside = inside_.load()) != 0;) inside_.wait(inside);
     }
-    if (error) std::rethrow_exception(error);
+    chunk_ = nullptr;
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
     return true;
   }
 
@@ -122,61 +126,51 @@ class Pool {
         chunk(c);
       } catch (...) {
         next_.store(n_chunks, std::memory_order_relaxed);
-        std::lock_guard<std::mutex> lock(mutex_);
+        std::lock_guard<std::mutex> lock(error_mutex_);
         if (!error_) error_ = std::current_exception();
       }
     }
   }
 
-  void worker_loop() {
+  void worker_loop(uint32_t seen) {
     t_in_region = true;
-    uint64_t seen = 0;
-    std::unique_lock<std::mutex> lock(mutex_);
     for (;;) {
-      if (!stop_) {
-        lock.unlock();
-        spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; });
-        lock.lock();
+      if (!spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; })) {
+        generation_.wait(seen);
       }
-      wake_.wait(lock, [&] { return stop_ || generation_.load(std::memory_order_relaxed) != seen; });
-      if (stop_) return;
-      seen = generation_.load(std::memory_order_relaxed);
-      if (chunk_ == nullptr) continue;  // that region already ended
-      const std::function<void(int64_t)>& chunk = *chunk_;
-      const int64_t n_chunks = n_chunks_;
-      inside_.fetch_add(1, std::memory_order_relaxed);
-      lock.unlock();
-      work(chunk, n_chunks);
-      lock.lock();
-      if (inside_.fetch_sub(1, std::memory_order_release) == 1) done_.notify_one();
+      seen = generation_.load();
+      if (stop_.load()) return;
+      inside_.fetch_add(1);
+      if (open_.load()) work(*chunk_, n_chunks_);
+      if (inside_.fetch_sub(1) == 1) inside_.notify_one();
     }
   }
 
   // Called with region_mutex_ held, so no region is running.
   void resize(int n_workers) {
     if (int(workers_.size()) == n_workers) return;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
-    }
-    wake_.notify_all();
+    stop_.store(true);
+    generation_.fetch_add(1);
+    generation_.notify_all();
     for (std::thread& t : workers_) t.join();
     workers_.clear();
-    stop_ = false;
-    for (int i = 0; i < n_workers; ++i) workers_.emplace_back([this] { worker_loop(); });
+    stop_.store(false);
+    const uint32_t now = generation_.load();
+    for (int i = 0; i < n_workers; ++i) workers_.emplace_back([this, now] { worker_loop(now); });
   }
 
   std::mutex region_mutex_;  // held by the caller of the running region
-  std::mutex mutex_;         // guards everything below but next_ (see generation_, inside_)
-  std::condition_variable wake_, done_;
   std::vector<std::thread> workers_;
+  // The running region, written by its caller while no worker is inside.
   const std::function<void(int64_t)>* chunk_ = nullptr;
   int64_t n_chunks_ = 0;
-  std::atomic<int64_t> next_{0};
-  std::atomic<uint64_t> generation_{0};  // changed under mutex_, spun on without it
-  std::atomic<int> inside_{0};           // workers inside the current region; likewise
-  std::exception_ptr error_;
-  bool stop_ = false;
+  std::exception_ptr error_;  // the first chunk's exception; under error_mutex_ while open
+  std::mutex error_mutex_;
+  std::atomic<int64_t> next_{0};         // the next chunk to claim
+  std::atomic<bool> open_{false};        // a region's chunks may be claimed
+  std::atomic<uint32_t> generation_{0};  // bumped for each region and for stop_
+  std::atomic<int> inside_{0};           // workers between counting in and out
+  std::atomic<bool> stop_{false};
 };
 
 }  // namespace
