@@ -33,6 +33,7 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -226,7 +227,7 @@ void time_step_by_layer(int repeats) {
 // an epoch pays: at many threads a step's time varies more than at one.
 void time_step(int repeats, double kernels_us) {
   CnnStep s;
-  double forward_us = 1e300, backward_us = 1e300, adam_us = 1e300, step_us = 1e300;
+  double forward_us = 1e300, backward_us = 1e300, adam_us = 1e300;
   std::vector<double> steps_us;
   for (int i = 0; i < kWarmupCalls + repeats; ++i) {
     const Clock::time_point t0 = Clock::now();
@@ -241,17 +242,15 @@ void time_step(int repeats, double kernels_us) {
     forward_us = std::min(forward_us, elapsed_us(t0, t1));
     backward_us = std::min(backward_us, elapsed_us(t1, t2));
     adam_us = std::min(adam_us, elapsed_us(t2, t3));
-    step_us = std::min(step_us, elapsed_us(t0, t3));
     steps_us.push_back(elapsed_us(t0, t3));
   }
-  std::sort(steps_us.begin(), steps_us.end());
-  double mean_us = 0;
-  for (double us : steps_us) mean_us += us / double(steps_us.size());
+  const double step_us = *std::min_element(steps_us.begin(), steps_us.end());
+  const double mean_us = std::accumulate(steps_us.begin(), steps_us.end(), 0.0) / double(steps_us.size());
   std::printf(
       "\nwhole training step (forward, cross-entropy, backward, Adam): %.0f us (forward %.0f, backward %.0f, Adam "
       "%.0f); beyond the kernels above: %.0f us\n"
       "the same step's median %.0f us and mean %.0f us over %zu steps\n",
-      step_us, forward_us, backward_us, adam_us, step_us - kernels_us, steps_us[steps_us.size() / 2], mean_us,
+      step_us, forward_us, backward_us, adam_us, step_us - kernels_us, bench::median(steps_us), mean_us,
       steps_us.size());
 }
 

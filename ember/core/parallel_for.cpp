@@ -93,12 +93,12 @@ class Pool {
     std::unique_lock<std::mutex> region(region_mutex_, std::try_to_lock);
     if (!region.owns_lock()) return false;
     resize(threads - 1);
-    // No worker is inside a region here (the last caller saw inside_ at 0),
-    // so these plain fields are the caller's to write; open_'s store
-    // publishes them to the workers that load it.
+    // The region before this one ended with no worker counted in, and a
+    // worker counted in since reads these plain fields only once it loads
+    // open_ as true: they are the caller's to write, and open_'s store
+    // publishes them. (error_ is null: the last region took it.)
     chunk_ = &chunk;
     n_chunks_ = n_chunks;
-    error_ = nullptr;
     next_.store(0, std::memory_order_relaxed);
     open_.store(true);
     generation_.fetch_add(1);
