@@ -170,6 +170,84 @@ TEST(MaxPool2d, TiesGoToTheFirstMaxAndNaNPropagates) {
   expect_values(xi.grad(), {1, 1, 2, 2}, {1, 0, 0, 0});
 }
 
+// Max pooling by PyTorch's rule, tap by tap in row-major order: a later tap
+// wins when greater or NaN, so a window gives its last NaN, else its first
+// maximum. Returns the values and the argmax of every output.
+std::pair<std::vector<double>, std::vector<int64_t>> scan_max(const std::vector<double>& x, int64_t planes, int64_t h,
+                                                              int64_t w, const Window& win, int64_t oh, int64_t ow) {
+  std::vector<double> y;
+  std::vector<int64_t> idx;
+  for (int64_t pl = 0; pl < planes; ++pl)
+    for (int64_t oy = 0; oy < oh; ++oy)
+      for (int64_t ox = 0; ox < ow; ++ox) {
+        double best = -INFINITY;
+        int64_t at = -1;
+        for (int64_t i = 0; i < win.kernel[0]; ++i)
+          for (int64_t j = 0; j < win.kernel[1]; ++j) {
+            int64_t iy = oy * win.stride[0] - win.padding[0] + i * win.dilation[0];
+            int64_t ix = ox * win.stride[1] - win.padding[1] + j * win.dilation[1];
+            if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+            double v = x[size_t((pl * h + iy) * w + ix)];
+            if (at < 0 || v > best || std::isnan(v)) best = v, at = iy * w + ix;
+          }
+        y.push_back(best);
+        idx.push_back(at);
+      }
+  return {y, idx};
+}
+
+// Windows two columns wide at stride 2 take their own path on the CPU
+// (column pairs in vectors of 8 lanes, rows shorter than 8 spilling into
+// slack, a last vector overlapping the one before). Planes 28, 14, 20, 6
+// and 17 wide give outputs 14, 7, 10, 3 and 8 wide; values from {0, 1, 2, 3}
+// with NaN and -inf make ties everywhere. Every dtype's values and argmaxes
+// (through the gradient) must be the scan's, and channels-last inputs (the
+// other paths) must agree.
+TEST(MaxPool2d, ColumnPairsMatchTheScanOnTiesAndNaN) {
+  const std::vector<Window> pair_windows = {
+      {{2, 2}, {2, 2}, {0, 0}, {1, 1}, false}, {{3, 2}, {1, 2}, {1, 0}, {1, 1}, false},
+      {{2, 2}, {3, 2}, {0, 0}, {2, 1}, false}, {{3, 2}, {2, 2}, {1, 0}, {1, 1}, true},
+      {{1, 2}, {1, 2}, {0, 0}, {1, 1}, false},
+  };
+  const std::vector<std::pair<int64_t, int64_t>> sides = {{28, 28}, {14, 14}, {6, 20}, {5, 6}, {9, 17}};
+  Generator g(31);
+  for (auto [h, w] : sides) {
+    const int64_t planes = 3;
+    std::vector<double> x = to_vector<double>(randint(0, 4, {planes * h * w}, DType::Float64, kCPU, &g));
+    for (size_t i = 0; i < x.size(); i += 13) x[i] = NAN;
+    for (size_t i = 5; i < x.size(); i += 11) x[i] = -INFINITY;
+    for (const Window& win : pair_windows) {
+      const int64_t oh = pooled(h, win.kernel[0], win.stride[0], win.padding[0], win.dilation[0], win.ceil_mode);
+      const int64_t ow = pooled(w, win.kernel[1], win.stride[1], win.padding[1], win.dilation[1], win.ceil_mode);
+      auto [ref, idx] = scan_max(x, planes, h, w, win, oh, ow);
+      for (DType dt : {DType::Float64, DType::Float32, DType::BFloat16}) {
+        for (MemoryFormat format : {MemoryFormat::Contiguous, MemoryFormat::ChannelsLast}) {
+          const std::string what = std::to_string(h) + "x" + std::to_string(w) + " window " +
+                                   std::to_string(win.kernel[0]) + "x" + std::to_string(win.kernel[1]) + " stride " +
+                                   std::to_string(win.stride[0]) + " " + dtype_name(dt) +
+                                   (format == MemoryFormat::ChannelsLast ? " channels-last" : "");
+          Tensor xt = from_vector<double>(x, {1, planes, h, w}).to(dt).contiguous(format).set_requires_grad();
+          Tensor y = max_pool2d(xt, win.kernel, win.stride, win.padding, win.dilation, win.ceil_mode);
+          ASSERT_EQ(y.shape(), (Shape{1, planes, oh, ow})) << what;
+          std::vector<double> got = to_vector<double>(y.to(DType::Float64));
+          for (size_t o = 0; o < ref.size(); ++o) {
+            if (std::isnan(ref[o])) ASSERT_TRUE(std::isnan(got[o])) << what << " output " << o;
+            else ASSERT_EQ(got[o], ref[o]) << what << " output " << o;
+          }
+          // Output o's gradient o % 64 + 1 (sums of up to three exact in
+          // bfloat16) lands on its argmax alone.
+          std::vector<double> gv(ref.size()), expected(x.size(), 0.0);
+          for (size_t o = 0; o < gv.size(); ++o) gv[o] = double(o % 64 + 1);
+          y.backward(from_vector<double>(gv, y.shape()).to(dt));
+          for (size_t o = 0; o < idx.size(); ++o) expected[size_t(int64_t(o) / (oh * ow) * h * w + idx[o])] += gv[o];
+          Tensor grad = xt.grad().to(DType::Float64) - from_vector<double>(expected, xt.shape());
+          ASSERT_EQ(abs(grad).max().item<double>(), 0.0) << what;
+        }
+      }
+    }
+  }
+}
+
 TEST(AvgPool2d, MatchesNaiveAverage) {
   for (size_t k = 0; k < windows().size(); ++k) {
     Window win = windows()[k];

@@ -1,13 +1,15 @@
 // CPU pooling kernels (contract in ember/core/ops/pool_kernels.h). Forward visits
-// each output's window (max pooling goes tap by tap over many windows at
-// once; MaxPlan says how); backward scatters each output's gradient onto its
+// each output's window (max pooling goes over many windows at once; MaxPlan
+// says how); backward scatters each output's gradient onto its
 // window in an acc_t buffer per plane, rounded once into grad_input. Planes
 // are addressed through ember/kernels/pool_layout.h, NCHW or channels-last.
 // Planes are independent, so they split over threads (ember/core/parallel_for.h)
 // with results equal to one thread's.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "ember/core/ops/pool_kernels.h"
@@ -91,22 +93,35 @@ Span interior(int64_t size, int64_t out_size, int64_t kernel, int64_t stride, in
   return {lo, std::max(lo, std::min(first.hi, last.hi))};
 }
 
-// How max pooling visits a plane. Windows that lie inside the input go tap
-// by tap over many windows at once (a loop the compiler vectorizes): every
-// window of the plane when none is clipped (whole_plane; origin[o] is the
-// position y * w + x of output o's first tap), else the inside columns
-// [cols.lo, cols.hi) of each row, whose edge windows go one at a time. Both
-// visit a window's taps in the same order (rows, then columns), so every
-// output gets the same value and index.
+// How max pooling visits a plane, in one of three ways that all visit a
+// window's taps in the same order (rows, then columns), so every output gets
+// the same value and index whichever way runs:
+//   pairs        windows two adjacent columns wide at stride 2 (MaxPool2d(2)
+//                and its kind) in NCHW: each row's column pairs first (one
+//                contiguous loop over the plane when w is even), then each
+//                window's rows over those pairs. No gathers: some CPUs run
+//                them several times slower than plain loads.
+//   whole_plane  no window clipped: tap by tap over every window of the
+//                plane at once (origin[o] is the position y * w + x of output
+//                o's first tap)
+//   by rows      otherwise: the inside columns [cols.lo, cols.hi) of each row
+//                tap by tap, the edge windows one at a time
+// Taking the maximum of the pairs' maxima gives the tap-by-tap result: the
+// running choice (a later value wins when greater or NaN) picks the last NaN
+// if any, else the first maximum, of any run of taps, so runs may be taken
+// apart and combined in order.
 struct MaxPlan {
   Span cols;
+  bool pairs;
   bool whole_plane;
   std::vector<int64_t> origin;  // out_h * out_w positions when whole_plane, else empty
 
   explicit MaxPlan(const PoolArgs& a)
       : cols(interior(a.w, a.out_w, a.kernel_w, a.stride_w, a.padding_w, a.dilation_w)) {
+    pairs = !a.channels_last && a.kernel_w == 2 && a.stride_w == 2 && a.dilation_w == 1 && a.padding_w == 0 &&
+            2 * a.out_w <= a.w;
     const Span rows = interior(a.h, a.out_h, a.kernel_h, a.stride_h, a.padding_h, a.dilation_h);
-    whole_plane = rows.lo == 0 && rows.hi == a.out_h && cols.lo == 0 && cols.hi == a.out_w;
+    whole_plane = !pairs && rows.lo == 0 && rows.hi == a.out_h && cols.lo == 0 && cols.hi == a.out_w;
     if (!whole_plane) return;
     origin.resize(size_t(a.out_h * a.out_w));
     for (int64_t o = 0; o < int64_t(origin.size()); ++o) {
@@ -137,6 +152,130 @@ void max_plane_whole(const PoolArgs& a, const MaxPlan& plan, const T* plane, int
     for (int64_t q = 0; q < a.kernel_w; ++q) {
       max_tap(plane, step, plan.origin.data(), p * a.dilation_h * a.w + q * a.dilation_w, n, best, best_at);
     }
+  }
+}
+
+// Max pooling's pairs path works on rows too short for the compiler's
+// vector loops (7 and 14 outputs in MaxPool2d(2) of a 28x28 image), whose
+// scalar remainders branch on every comparison. So it works in vectors of a
+// fixed kPairLanes lanes (GCC's vector extensions): a run of n >= kPairLanes
+// ends with a vector that overlaps the one before (its lanes computed
+// twice, to the same values); a shorter run of the buffers below reads and
+// writes past its end, into the next row or the kPairLanes elements of
+// slack that end every such buffer. Rows go in order and each vector
+// overwrites its lanes, so what spills into the next row is replaced when
+// that row is computed.
+constexpr int64_t kPairLanes = 8;
+
+// The vectors of a pairs path over accumulation type A. Its helpers take
+// and give vectors by reference: a vector passed by value changes the
+// calling convention with the instruction set (GCC's -Wpsabi).
+template <typename A>
+struct PairLanes {
+  using Lane = std::conditional_t<sizeof(A) == 8, int64_t, int32_t>;  // a comparison's lane: all ones or zero
+  typedef A Value __attribute__((vector_size(kPairLanes * sizeof(A))));
+  typedef Lane Mask __attribute__((vector_size(kPairLanes * sizeof(A))));
+  typedef int64_t Pos __attribute__((vector_size(kPairLanes * sizeof(int64_t))));
+
+  template <typename V, typename E>
+  static void load(V& v, const E* p) {
+    std::memcpy(&v, p, sizeof v);
+  }
+  template <typename V, typename E>
+  static void store(E* p, const V& v) {
+    std::memcpy(p, &v, sizeof v);
+  }
+  // best and best_at take v and v_at in the lanes where v wins: greater, or
+  // NaN (take_max's rule).
+  static void take(const Value& v, const Pos& v_at, Value& best, Pos& best_at) {
+    const Mask wins = Mask(v > best) | Mask(v != v);
+    best = wins ? v : best;
+    best_at = __builtin_convertvector(wins, Pos) ? v_at : best_at;
+  }
+};
+
+// Calls block(j) for j = 0, kPairLanes, 2 kPairLanes, ... over [0, n), the
+// last at n - kPairLanes where n allows; one block at 0 when n is shorter.
+template <typename Block>
+void for_blocks(int64_t n, Block block) {
+  if (n < kPairLanes) return block(int64_t(0));
+  for (int64_t j = 0; j < n; j += kPairLanes) block(std::min(j, n - kPairLanes));
+}
+
+// The maxima of n column pairs src[2k], src[2k + 1] into value[k], with
+// their positions pos0 + 2k (+1 for the right one) into at[k]. A run
+// shorter than kPairLanes goes pair by pair: src has no slack.
+template <typename T, typename A>
+void max_pairs(const T* src, int64_t pos0, int64_t n, A* value, int64_t* at) {
+  using L = PairLanes<A>;
+  using Value = typename L::Value;
+  if (n < kPairLanes) {
+    for (int64_t k = 0; k < n; ++k) {
+      value[k] = A(src[2 * k]);
+      at[k] = pos0 + 2 * k;
+      take_max(A(src[2 * k + 1]), pos0 + 2 * k + 1, value[k], at[k]);
+    }
+    return;
+  }
+  typename L::Pos lane_pos;
+  for (int64_t l = 0; l < kPairLanes; ++l) lane_pos[l] = 2 * l;
+  for_blocks(n, [&](int64_t k0) {
+    Value left, right;
+    if constexpr (std::is_same_v<T, A>) {
+      Value lo, hi;
+      L::load(lo, src + 2 * k0);
+      L::load(hi, src + 2 * k0 + kPairLanes);
+      left = __builtin_shufflevector(lo, hi, 0, 2, 4, 6, 8, 10, 12, 14);
+      right = __builtin_shufflevector(lo, hi, 1, 3, 5, 7, 9, 11, 13, 15);
+    } else {
+      for (int64_t l = 0; l < kPairLanes; ++l) {
+        left[l] = A(src[2 * (k0 + l)]);
+        right[l] = A(src[2 * (k0 + l) + 1]);
+      }
+    }
+    typename L::Pos left_at = pos0 + 2 * k0 + lane_pos;
+    const typename L::Pos right_at = left_at + 1;
+    L::take(right, right_at, left, left_at);
+    L::store(value + k0, left);
+    L::store(at + k0, left_at);
+  });
+}
+
+// One plane's maxima through column pairs (MaxPlan's pairs): pair_value and
+// pair_at hold h * out_w pairs, row y's at [y * out_w, (y + 1) * out_w),
+// and best and best_at out_h * out_w maxima; all four end in kPairLanes
+// elements of slack.
+template <typename T, typename A>
+void max_plane_pairs(const PoolArgs& a, const T* plane, A* pair_value, int64_t* pair_at, A* best, int64_t* best_at) {
+  using L = PairLanes<A>;
+  using Value = typename L::Value;
+  using Pos = typename L::Pos;
+  const int64_t ow = a.out_w;
+  if (a.w == 2 * ow) {
+    max_pairs(plane, 0, a.h * ow, pair_value, pair_at);
+  } else {
+    for (int64_t y = 0; y < a.h; ++y) max_pairs(plane + y * a.w, y * a.w, ow, pair_value + y * ow, pair_at + y * ow);
+  }
+  for (int64_t oy = 0; oy < a.out_h; ++oy) {
+    const int64_t ys = oy * a.stride_h - a.padding_h;
+    const int64_t y0 = first_tap(ys, a.dilation_h), y1 = std::min(ys + (a.kernel_h - 1) * a.dilation_h + 1, a.h);
+    for_blocks(ow, [&](int64_t j0) {
+      Value top = Value{} - std::numeric_limits<A>::infinity();
+      Pos top_at = Pos{} - 1;
+      if (y0 < y1) {
+        L::load(top, pair_value + y0 * ow + j0);
+        L::load(top_at, pair_at + y0 * ow + j0);
+      }
+      for (int64_t y = y0 + a.dilation_h; y < y1; y += a.dilation_h) {
+        Value v;
+        Pos v_at;
+        L::load(v, pair_value + y * ow + j0);
+        L::load(v_at, pair_at + y * ow + j0);
+        L::take(v, v_at, top, top_at);
+      }
+      L::store(best + oy * ow + j0, top);
+      L::store(best_at + oy * ow + j0, top_at);
+    });
   }
 }
 
@@ -188,9 +327,17 @@ void max_forward(const PoolArgs& a) {
   parallel_for(0, a.planes, kCpuGrain / std::max<int64_t>(a.h * a.w, 1) + 1, [&](int64_t pl0, int64_t pl1) {
     std::vector<A> best(static_cast<size_t>(out_area));
     std::vector<int64_t> best_at(static_cast<size_t>(out_area));
+    const size_t pair_count = plan.pairs ? size_t(a.h * a.out_w + kPairLanes) : 0;
+    if (plan.pairs) {
+      best.resize(best.size() + kPairLanes);
+      best_at.resize(best_at.size() + kPairLanes);
+    }
+    std::vector<A> pair_value(pair_count);
+    std::vector<int64_t> pair_at(pair_count);
     for (int64_t pl = pl0; pl < pl1; ++pl) {
       const T* plane = in + layout.base(pl, a.h * a.w);
-      if (plan.whole_plane) max_plane_whole(a, plan, plane, step, best.data(), best_at.data());
+      if (plan.pairs) max_plane_pairs(a, plane, pair_value.data(), pair_at.data(), best.data(), best_at.data());
+      else if (plan.whole_plane) max_plane_whole(a, plan, plane, step, best.data(), best_at.data());
       else max_plane_by_rows(a, plan, plane, step, best.data(), best_at.data());
       T* out_plane = out + layout.base(pl, out_area);
       int64_t* indices = a.indices + layout.base(pl, out_area);
