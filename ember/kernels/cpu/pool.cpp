@@ -97,10 +97,11 @@ Span interior(int64_t size, int64_t out_size, int64_t kernel, int64_t stride, in
 // window's taps in the same order (rows, then columns), so every output gets
 // the same value and index whichever way runs:
 //   pairs        windows two adjacent columns wide at stride 2 (MaxPool2d(2)
-//                and its kind) in NCHW: each row's column pairs first (one
-//                contiguous loop over the plane when w is even), then each
-//                window's rows over those pairs. No gathers: some CPUs run
-//                them several times slower than plain loads.
+//                and its kind) in NCHW, planes under 2^31 elements: each
+//                row's column pairs first (one contiguous loop over the
+//                plane when w is even), then each window's rows over those
+//                pairs. No gathers, which GCC's generic x86-64 tuning turns
+//                into loads lane by lane.
 //   whole_plane  no window clipped: tap by tap over every window of the
 //                plane at once (origin[o] is the position y * w + x of output
 //                o's first tap)
@@ -119,7 +120,7 @@ struct MaxPlan {
   explicit MaxPlan(const PoolArgs& a)
       : cols(interior(a.w, a.out_w, a.kernel_w, a.stride_w, a.padding_w, a.dilation_w)) {
     pairs = !a.channels_last && a.kernel_w == 2 && a.stride_w == 2 && a.dilation_w == 1 && a.padding_w == 0 &&
-            2 * a.out_w <= a.w;
+            2 * a.out_w <= a.w && a.h * a.w <= std::numeric_limits<int32_t>::max();
     const Span rows = interior(a.h, a.out_h, a.kernel_h, a.stride_h, a.padding_h, a.dilation_h);
     whole_plane = !pairs && rows.lo == 0 && rows.hi == a.out_h && cols.lo == 0 && cols.hi == a.out_w;
     if (!whole_plane) return;
@@ -157,25 +158,27 @@ void max_plane_whole(const PoolArgs& a, const MaxPlan& plan, const T* plane, int
 
 // Max pooling's pairs path works on rows too short for the compiler's
 // vector loops (7 and 14 outputs in MaxPool2d(2) of a 28x28 image), whose
-// scalar remainders branch on every comparison. So it works in vectors of a
-// fixed kPairLanes lanes (GCC's vector extensions): a run of n >= kPairLanes
-// ends with a vector that overlaps the one before (its lanes computed
-// twice, to the same values); a shorter run of the buffers below reads and
-// writes past its end, into the next row or the kPairLanes elements of
-// slack that end every such buffer. Rows go in order and each vector
+// scalar remainders branch on every comparison. So it works in vectors of
+// PairLanes<A>::kLanes lanes (GCC's vector extensions) of 32 bytes, an AVX
+// register or two of SSE's, positions as int32: a run of
+// n >= kLanes ends with a vector that overlaps the one before (its lanes
+// computed twice, to the same values); a shorter run of the buffers below
+// reads and writes past its end, into the next row or the kLanes elements
+// of slack that end every such buffer. Rows go in order and each vector
 // overwrites its lanes, so what spills into the next row is replaced when
 // that row is computed.
-constexpr int64_t kPairLanes = 8;
+constexpr int64_t kPairBytes = 32;
 
 // The vectors of a pairs path over accumulation type A. Its helpers take
 // and give vectors by reference: a vector passed by value changes the
 // calling convention with the instruction set (GCC's -Wpsabi).
 template <typename A>
 struct PairLanes {
+  static constexpr int64_t kLanes = kPairBytes / int64_t(sizeof(A));
   using Lane = std::conditional_t<sizeof(A) == 8, int64_t, int32_t>;  // a comparison's lane: all ones or zero
-  typedef A Value __attribute__((vector_size(kPairLanes * sizeof(A))));
-  typedef Lane Mask __attribute__((vector_size(kPairLanes * sizeof(A))));
-  typedef int64_t Pos __attribute__((vector_size(kPairLanes * sizeof(int64_t))));
+  typedef A Value __attribute__((vector_size(kPairBytes)));
+  typedef Lane Mask __attribute__((vector_size(kPairBytes)));
+  typedef int32_t Pos __attribute__((vector_size(kLanes * sizeof(int32_t))));
 
   template <typename V, typename E>
   static void load(V& v, const E* p) {
@@ -184,6 +187,17 @@ struct PairLanes {
   template <typename V, typename E>
   static void store(E* p, const V& v) {
     std::memcpy(p, &v, sizeof v);
+  }
+  // The even (left) and odd (right) lanes of lo then hi.
+  static void split_pairs(const Value& lo, const Value& hi, Value& left, Value& right) {
+    if constexpr (kLanes == 8) {
+      left = __builtin_shufflevector(lo, hi, 0, 2, 4, 6, 8, 10, 12, 14);
+      right = __builtin_shufflevector(lo, hi, 1, 3, 5, 7, 9, 11, 13, 15);
+    } else {
+      static_assert(kLanes == 4);
+      left = __builtin_shufflevector(lo, hi, 0, 2, 4, 6);
+      right = __builtin_shufflevector(lo, hi, 1, 3, 5, 7);
+    }
   }
   // best and best_at take v and v_at in the lanes where v wins: greater, or
   // NaN (take_max's rule).
@@ -194,47 +208,48 @@ struct PairLanes {
   }
 };
 
-// Calls block(j) for j = 0, kPairLanes, 2 kPairLanes, ... over [0, n), the
-// last at n - kPairLanes where n allows; one block at 0 when n is shorter.
+// Calls block(j) for j = 0, lanes, 2 lanes, ... over [0, n), the last at
+// n - lanes where n allows; one block at 0 when n is shorter.
 template <typename Block>
-void for_blocks(int64_t n, Block block) {
-  if (n < kPairLanes) return block(int64_t(0));
-  for (int64_t j = 0; j < n; j += kPairLanes) block(std::min(j, n - kPairLanes));
+void for_blocks(int64_t n, int64_t lanes, Block block) {
+  if (n < lanes) return block(int64_t(0));
+  for (int64_t j = 0; j < n; j += lanes) block(std::min(j, n - lanes));
 }
 
 // The maxima of n column pairs src[2k], src[2k + 1] into value[k], with
 // their positions pos0 + 2k (+1 for the right one) into at[k]. A run
-// shorter than kPairLanes goes pair by pair: src has no slack.
+// shorter than kLanes goes pair by pair: src has no slack.
 template <typename T, typename A>
-void max_pairs(const T* src, int64_t pos0, int64_t n, A* value, int64_t* at) {
+void max_pairs(const T* src, int32_t pos0, int64_t n, A* value, int32_t* at) {
   using L = PairLanes<A>;
   using Value = typename L::Value;
-  if (n < kPairLanes) {
-    for (int64_t k = 0; k < n; ++k) {
-      value[k] = A(src[2 * k]);
-      at[k] = pos0 + 2 * k;
-      take_max(A(src[2 * k + 1]), pos0 + 2 * k + 1, value[k], at[k]);
+  using Pos = typename L::Pos;
+  constexpr int64_t lanes = L::kLanes;
+  if (n < lanes) {
+    for (int32_t k = 0; k < int32_t(n); ++k) {
+      const A left = A(src[2 * k]), right = A(src[2 * k + 1]);
+      const bool take = (right > left) | std::isnan(right);
+      value[k] = take ? right : left;
+      at[k] = pos0 + 2 * k + int32_t(take);
     }
     return;
   }
-  typename L::Pos lane_pos;
-  for (int64_t l = 0; l < kPairLanes; ++l) lane_pos[l] = 2 * l;
-  for_blocks(n, [&](int64_t k0) {
-    Value left, right;
+  Pos lane_pos;
+  for (int32_t l = 0; l < int32_t(lanes); ++l) lane_pos[l] = 2 * l;
+  for_blocks(n, lanes, [&](int64_t k0) {
+    Value lo, hi, left, right;
     if constexpr (std::is_same_v<T, A>) {
-      Value lo, hi;
       L::load(lo, src + 2 * k0);
-      L::load(hi, src + 2 * k0 + kPairLanes);
-      left = __builtin_shufflevector(lo, hi, 0, 2, 4, 6, 8, 10, 12, 14);
-      right = __builtin_shufflevector(lo, hi, 1, 3, 5, 7, 9, 11, 13, 15);
+      L::load(hi, src + 2 * k0 + lanes);
     } else {
-      for (int64_t l = 0; l < kPairLanes; ++l) {
-        left[l] = A(src[2 * (k0 + l)]);
-        right[l] = A(src[2 * (k0 + l) + 1]);
-      }
+      A wide[2 * lanes];
+      for (int64_t l = 0; l < 2 * lanes; ++l) wide[l] = A(src[2 * k0 + l]);
+      L::load(lo, wide);
+      L::load(hi, wide + lanes);
     }
-    typename L::Pos left_at = pos0 + 2 * k0 + lane_pos;
-    const typename L::Pos right_at = left_at + 1;
+    L::split_pairs(lo, hi, left, right);
+    Pos left_at = int32_t(pos0 + 2 * k0) + lane_pos;
+    const Pos right_at = left_at + 1;
     L::take(right, right_at, left, left_at);
     L::store(value + k0, left);
     L::store(at + k0, left_at);
@@ -243,10 +258,10 @@ void max_pairs(const T* src, int64_t pos0, int64_t n, A* value, int64_t* at) {
 
 // One plane's maxima through column pairs (MaxPlan's pairs): pair_value and
 // pair_at hold h * out_w pairs, row y's at [y * out_w, (y + 1) * out_w),
-// and best and best_at out_h * out_w maxima; all four end in kPairLanes
-// elements of slack.
+// and best and best_at out_h * out_w maxima; all four end in
+// PairLanes<A>::kLanes elements of slack.
 template <typename T, typename A>
-void max_plane_pairs(const PoolArgs& a, const T* plane, A* pair_value, int64_t* pair_at, A* best, int64_t* best_at) {
+void max_plane_pairs(const PoolArgs& a, const T* plane, A* pair_value, int32_t* pair_at, A* best, int32_t* best_at) {
   using L = PairLanes<A>;
   using Value = typename L::Value;
   using Pos = typename L::Pos;
@@ -254,12 +269,14 @@ void max_plane_pairs(const PoolArgs& a, const T* plane, A* pair_value, int64_t* 
   if (a.w == 2 * ow) {
     max_pairs(plane, 0, a.h * ow, pair_value, pair_at);
   } else {
-    for (int64_t y = 0; y < a.h; ++y) max_pairs(plane + y * a.w, y * a.w, ow, pair_value + y * ow, pair_at + y * ow);
+    for (int64_t y = 0; y < a.h; ++y) {
+      max_pairs(plane + y * a.w, int32_t(y * a.w), ow, pair_value + y * ow, pair_at + y * ow);
+    }
   }
   for (int64_t oy = 0; oy < a.out_h; ++oy) {
     const int64_t ys = oy * a.stride_h - a.padding_h;
     const int64_t y0 = first_tap(ys, a.dilation_h), y1 = std::min(ys + (a.kernel_h - 1) * a.dilation_h + 1, a.h);
-    for_blocks(ow, [&](int64_t j0) {
+    for_blocks(ow, L::kLanes, [&](int64_t j0) {
       Value top = Value{} - std::numeric_limits<A>::infinity();
       Pos top_at = Pos{} - 1;
       if (y0 < y1) {
@@ -325,24 +342,23 @@ void max_forward(const PoolArgs& a) {
   const int64_t step = layout.step(), out_area = a.out_h * a.out_w;
   const MaxPlan plan(a);
   parallel_for(0, a.planes, kCpuGrain / std::max<int64_t>(a.h * a.w, 1) + 1, [&](int64_t pl0, int64_t pl1) {
-    std::vector<A> best(static_cast<size_t>(out_area));
-    std::vector<int64_t> best_at(static_cast<size_t>(out_area));
-    const size_t pair_count = plan.pairs ? size_t(a.h * a.out_w + kPairLanes) : 0;
-    if (plan.pairs) {
-      best.resize(best.size() + kPairLanes);
-      best_at.resize(best_at.size() + kPairLanes);
-    }
+    // The pairs path's buffers end in slack (MaxPlan's pairs).
+    const int64_t slack = plan.pairs ? PairLanes<A>::kLanes : 0;
+    std::vector<A> best(static_cast<size_t>(out_area + slack));
+    std::vector<int64_t> best_at(plan.pairs ? 0 : static_cast<size_t>(out_area));
+    const size_t pair_count = plan.pairs ? size_t(a.h * a.out_w + slack) : 0;
     std::vector<A> pair_value(pair_count);
-    std::vector<int64_t> pair_at(pair_count);
+    std::vector<int32_t> pair_at(pair_count), pair_best_at(plan.pairs ? size_t(out_area + slack) : 0);
     for (int64_t pl = pl0; pl < pl1; ++pl) {
       const T* plane = in + layout.base(pl, a.h * a.w);
-      if (plan.pairs) max_plane_pairs(a, plane, pair_value.data(), pair_at.data(), best.data(), best_at.data());
+      if (plan.pairs) max_plane_pairs(a, plane, pair_value.data(), pair_at.data(), best.data(), pair_best_at.data());
       else if (plan.whole_plane) max_plane_whole(a, plan, plane, step, best.data(), best_at.data());
       else max_plane_by_rows(a, plan, plane, step, best.data(), best_at.data());
       T* out_plane = out + layout.base(pl, out_area);
       int64_t* indices = a.indices + layout.base(pl, out_area);
       store_plane(out_plane, step, best.data(), out_area);
-      store_plane(indices, step, best_at.data(), out_area);
+      if (plan.pairs) store_plane(indices, step, pair_best_at.data(), out_area);
+      else store_plane(indices, step, best_at.data(), out_area);
     }
   });
 }
