@@ -159,15 +159,20 @@ void max_plane_whole(const PoolArgs& a, const MaxPlan& plan, const T* plane, int
 // Max pooling's pairs path works on rows too short for the compiler's
 // vector loops (7 and 14 outputs in MaxPool2d(2) of a 28x28 image), whose
 // scalar remainders branch on every comparison. So it works in vectors of
-// PairLanes<A>::kLanes lanes (GCC's vector extensions) of 32 bytes, an AVX
-// register or two of SSE's, positions as int32: a run of
+// PairLanes<A>::kLanes lanes (GCC's vector extensions), a register of A
+// wide (32 bytes with AVX, else SSE's 16: wider vectors than the registers
+// shuffle lane by lane), positions as int32: a run of
 // n >= kLanes ends with a vector that overlaps the one before (its lanes
 // computed twice, to the same values); a shorter run of the buffers below
 // reads and writes past its end, into the next row or the kLanes elements
 // of slack that end every such buffer. Rows go in order and each vector
 // overwrites its lanes, so what spills into the next row is replaced when
 // that row is computed.
+#ifdef __AVX__
 constexpr int64_t kPairBytes = 32;
+#else
+constexpr int64_t kPairBytes = 16;
+#endif
 
 // The vectors of a pairs path over accumulation type A. Its helpers take
 // and give vectors by reference: a vector passed by value changes the
@@ -193,10 +198,13 @@ struct PairLanes {
     if constexpr (kLanes == 8) {
       left = __builtin_shufflevector(lo, hi, 0, 2, 4, 6, 8, 10, 12, 14);
       right = __builtin_shufflevector(lo, hi, 1, 3, 5, 7, 9, 11, 13, 15);
-    } else {
-      static_assert(kLanes == 4);
+    } else if constexpr (kLanes == 4) {
       left = __builtin_shufflevector(lo, hi, 0, 2, 4, 6);
       right = __builtin_shufflevector(lo, hi, 1, 3, 5, 7);
+    } else {
+      static_assert(kLanes == 2);
+      left = __builtin_shufflevector(lo, hi, 0, 2);
+      right = __builtin_shufflevector(lo, hi, 1, 3);
     }
   }
   // best and best_at take v and v_at in the lanes where v wins: greater, or
