@@ -90,14 +90,11 @@ int64_t pooled(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil
   return out;
 }
 
-// Max pooling written as "the max over every tap that lands inside", with
-// the first position kept on ties.
-std::pair<std::vector<double>, std::vector<int64_t>> naive_max(const Tensor& t, const Window& win, Shape& ys) {
-  std::vector<double> x = to_vector<double>(t);
-  int64_t planes = t.size(0) * t.size(1), h = t.size(2), w = t.size(3);
-  int64_t oh = pooled(h, win.kernel[0], win.stride[0], win.padding[0], win.dilation[0], win.ceil_mode);
-  int64_t ow = pooled(w, win.kernel[1], win.stride[1], win.padding[1], win.dilation[1], win.ceil_mode);
-  ys = {t.size(0), t.size(1), oh, ow};
+// Max pooling by PyTorch's rule, tap by tap in row-major order: a later tap
+// wins when greater or NaN, so a window gives its last NaN, else its first
+// maximum. Returns the values and the argmax of every output.
+std::pair<std::vector<double>, std::vector<int64_t>> scan_max(const std::vector<double>& x, int64_t planes, int64_t h,
+                                                              int64_t w, const Window& win, int64_t oh, int64_t ow) {
   std::vector<double> y;
   std::vector<int64_t> idx;
   for (int64_t pl = 0; pl < planes; ++pl)
@@ -111,12 +108,21 @@ std::pair<std::vector<double>, std::vector<int64_t>> naive_max(const Tensor& t, 
             int64_t ix = ox * win.stride[1] - win.padding[1] + j * win.dilation[1];
             if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
             double v = x[size_t((pl * h + iy) * w + ix)];
-            if (at < 0 || v > best) best = v, at = iy * w + ix;
+            if (at < 0 || v > best || std::isnan(v)) best = v, at = iy * w + ix;
           }
         y.push_back(best);
         idx.push_back(at);
       }
   return {y, idx};
+}
+
+// Max pooling of t over win: the output shape into ys, then scan_max.
+std::pair<std::vector<double>, std::vector<int64_t>> naive_max(const Tensor& t, const Window& win, Shape& ys) {
+  int64_t h = t.size(2), w = t.size(3);
+  int64_t oh = pooled(h, win.kernel[0], win.stride[0], win.padding[0], win.dilation[0], win.ceil_mode);
+  int64_t ow = pooled(w, win.kernel[1], win.stride[1], win.padding[1], win.dilation[1], win.ceil_mode);
+  ys = {t.size(0), t.size(1), oh, ow};
+  return scan_max(to_vector<double>(t), t.size(0) * t.size(1), h, w, win, oh, ow);
 }
 
 const std::vector<Window>& windows() {
@@ -170,42 +176,16 @@ TEST(MaxPool2d, TiesGoToTheFirstMaxAndNaNPropagates) {
   expect_values(xi.grad(), {1, 1, 2, 2}, {1, 0, 0, 0});
 }
 
-// Max pooling by PyTorch's rule, tap by tap in row-major order: a later tap
-// wins when greater or NaN, so a window gives its last NaN, else its first
-// maximum. Returns the values and the argmax of every output.
-std::pair<std::vector<double>, std::vector<int64_t>> scan_max(const std::vector<double>& x, int64_t planes, int64_t h,
-                                                              int64_t w, const Window& win, int64_t oh, int64_t ow) {
-  std::vector<double> y;
-  std::vector<int64_t> idx;
-  for (int64_t pl = 0; pl < planes; ++pl)
-    for (int64_t oy = 0; oy < oh; ++oy)
-      for (int64_t ox = 0; ox < ow; ++ox) {
-        double best = -INFINITY;
-        int64_t at = -1;
-        for (int64_t i = 0; i < win.kernel[0]; ++i)
-          for (int64_t j = 0; j < win.kernel[1]; ++j) {
-            int64_t iy = oy * win.stride[0] - win.padding[0] + i * win.dilation[0];
-            int64_t ix = ox * win.stride[1] - win.padding[1] + j * win.dilation[1];
-            if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
-            double v = x[size_t((pl * h + iy) * w + ix)];
-            if (at < 0 || v > best || std::isnan(v)) best = v, at = iy * w + ix;
-          }
-        y.push_back(best);
-        idx.push_back(at);
-      }
-  return {y, idx};
-}
-
-// Windows two columns wide at stride 2 take their own path on the CPU
-// (column pairs in vectors of 8 lanes for float, 4 for double; a row shorter
-// than that spilling into slack, a last vector overlapping the one before;
-// one run over the plane when its width is even, else row by row). Planes
-// 28, 14, 20, 6, 17, 15 and 21 wide give outputs 14, 7, 10, 3, 8, 7 and 10
-// wide; a 2x6 plane has fewer pairs than a vector; a window dilated past a
-// 2-row plane has no row inside it. Values from {0, 1, 2, 3} with NaN and
-// -inf make ties everywhere. Every dtype's values and argmaxes (through the
-// gradient) must be the scan's, and channels-last inputs (the other paths)
-// must agree.
+// Windows two columns wide at stride 2 take their own path on the CPU:
+// column pairs in vectors of 8 floats or 4 doubles with AVX, half that
+// without; a row shorter than a vector spills into slack, a last vector
+// overlaps the one before; one run over the plane when its width is even,
+// else row by row. Planes 28, 14, 20, 6, 17, 15 and 21 wide give outputs
+// 14, 7, 10, 3, 8, 7 and 10 wide; a 2x6 plane has fewer pairs than a
+// vector; a window dilated past a 2-row plane has no row inside it. Values
+// from {0, 1, 2, 3} with NaN and -inf make ties everywhere. Every dtype's
+// values and argmaxes (through the gradient) must be the scan's, and
+// channels-last inputs (the other paths) must agree.
 TEST(MaxPool2d, ColumnPairsMatchTheScanOnTiesAndNaN) {
   const std::vector<Window> pair_windows = {
       {{2, 2}, {2, 2}, {0, 0}, {1, 1}, false}, {{3, 2}, {1, 2}, {1, 0}, {1, 1}, false},
