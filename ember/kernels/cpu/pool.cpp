@@ -159,9 +159,9 @@ void max_plane_whole(const PoolArgs& a, const MaxPlan& plan, const T* plane, int
 // Max pooling's pairs path works on rows too short for the compiler's
 // vector loops (7 and 14 outputs in MaxPool2d(2) of a 28x28 image), whose
 // scalar remainders branch on every comparison. So it works in vectors of
-// PairLanes<A>::kLanes lanes (GCC's vector extensions), a register of A
-// wide (32 bytes with AVX, else SSE's 16: wider vectors than the registers
-// shuffle lane by lane), positions as int32: a run of
+// PairLanes<A>::kLanes lanes (GCC's vector extensions), one register of A
+// wide: 32 bytes with AVX, else SSE's 16 (a vector wider than the registers
+// is shuffled lane by lane). Positions are int32, as many lanes. A run of
 // n >= kLanes ends with a vector that overlaps the one before (its lanes
 // computed twice, to the same values); a shorter run of the buffers below
 // reads and writes past its end, into the next row or the kLanes elements
