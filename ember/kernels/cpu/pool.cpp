@@ -56,9 +56,9 @@ int64_t first_tap(int64_t start, int64_t dilation) {
 // Max pooling's value and argmax so far, updated with the value v at
 // position pos: selects rather than branches (on real data the comparison is
 // a coin toss that a branch predictor keeps losing), which also lets the
-// compiler vectorize a loop of them.
-template <typename A>
-inline void take_max(A v, int64_t pos, A& best, int64_t& best_at) {
+// compiler vectorize a loop of them. I is the position's type.
+template <typename A, typename I>
+inline void take_max(A v, I pos, A& best, I& best_at) {
   const bool take = (v > best) | std::isnan(v);
   best = take ? v : best;
   best_at = take ? pos : best_at;
@@ -235,10 +235,9 @@ void max_pairs(const T* src, int32_t pos0, int64_t n, A* value, int32_t* at) {
   constexpr int64_t lanes = L::kLanes;
   if (n < lanes) {
     for (int32_t k = 0; k < int32_t(n); ++k) {
-      const A left = A(src[2 * k]), right = A(src[2 * k + 1]);
-      const bool take = (right > left) | std::isnan(right);
-      value[k] = take ? right : left;
-      at[k] = pos0 + 2 * k + int32_t(take);
+      value[k] = A(src[2 * k]);
+      at[k] = pos0 + 2 * k;
+      take_max(A(src[2 * k + 1]), pos0 + 2 * k + 1, value[k], at[k]);
     }
     return;
   }
